@@ -1,0 +1,1 @@
+"""hoodie-stream: Apache Hudi merge-on-read tables from Spark Structured Streaming."""
