@@ -1,0 +1,184 @@
+"""Write one data file of a file group for an instant: a new log file version, or a base file.
+
+These run wherever the data is (a Spark task, a test, a compaction worker) and return the WriteStat the
+coordinator records in the commit. A marker is created before the file, so a failed instant's files can be
+found and removed.
+"""
+
+import json
+import os
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .avro_codec import encode_records
+from .avro_schema import META_FIELDS, with_meta_fields
+from .base_file import write_base_file
+from .commit_metadata import WriteStat
+from .file_names import base_file_name, log_file_name, parse_log_file_name, write_token
+from .log_format import BlockType, HeaderKey, LogBlock, avro_data_content, delete_content
+from .log_reader import write_log_file
+from .markers import create_marker
+
+COMMIT_TIME, SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME = META_FIELDS
+
+
+def with_meta_columns(data, keys, partition, instant, task_id, file_name, seq_start=0):
+    """Prepend the five meta columns to `data` (record keys given as an Arrow string array)."""
+    n = data.num_rows
+    seq = pc.cast(pa.array(np.arange(seq_start, seq_start + n, dtype=np.int64)), pa.string())
+    prefix = pa.scalar(f"{instant}_{task_id}_")
+    meta = {
+        COMMIT_TIME: constant_strings(instant, n),
+        SEQNO: pc.binary_join_element_wise(prefix, seq, ""),
+        RECORD_KEY: pc.cast(keys, pa.string()),
+        PARTITION_PATH: constant_strings(partition, n),
+        FILE_NAME: constant_strings(file_name, n),
+    }
+    data = data.drop_columns([c for c in META_FIELDS if c in data.column_names])
+    arrays = list(meta.values()) + list(data.columns)
+    names = list(meta) + data.column_names
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def next_log_version(directory, file_id, base_instant):
+    """1 + the greatest version among the existing log files of (file_id, base_instant)."""
+    best = 0
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return 1
+    for name in names:
+        parsed = parse_log_file_name(name)
+        if parsed and parsed.file_id == file_id and parsed.base_instant == base_instant:
+            best = max(best, parsed.version)
+    return best + 1
+
+
+def slice_log_files(directory, file_id, base_instant):
+    names = []
+    for name in os.listdir(directory):
+        parsed = parse_log_file_name(name)
+        if parsed and parsed.file_id == file_id and parsed.base_instant == base_instant:
+            names.append(name)
+    return sorted(names)
+
+
+def _partition_dir(base, partition):
+    return os.path.join(base, partition) if partition else base
+
+
+def _relative(partition, name):
+    return f"{partition}/{name}" if partition else name
+
+
+def append_log(
+    base,
+    instant,
+    partition,
+    file_id,
+    base_instant,
+    avro_schema,
+    records=None,
+    keys=None,
+    deletes=None,
+    token=None,
+    task_id=0,
+    base_file="",
+    num_inserts=0,
+    new_file_group=False,
+):
+    """Write a new log file version of a file slice with an AVRO_DATA block and/or a DELETE block.
+
+    records: data columns in table-schema order, keys: their record keys (Arrow strings).
+    deletes: (keys, ordering values or None) to delete in this partition.
+    Returns the HoodieDeltaWriteStat of the file.
+    """
+    started = time.monotonic()
+    token = token or write_token(task_id, 0, 0)
+    directory = _partition_dir(base, partition)
+    os.makedirs(directory, exist_ok=True)
+    version = next_log_version(directory, file_id, base_instant)
+    name = log_file_name(file_id, base_instant, version, token)
+    header_schema = with_meta_fields(avro_schema)
+    schema_json = _dumps(header_schema)
+    blocks = []
+    n_records = 0
+    if records is not None and records.num_rows:
+        table = with_meta_columns(records, keys, partition, instant, task_id, file_id)
+        buffer, offsets = encode_records(table, header_schema)
+        content = avro_data_content(buffer, offsets)
+        header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: schema_json}
+        blocks.append(LogBlock(BlockType.AVRO_DATA, header, content, {}))
+        n_records = records.num_rows
+    n_deletes = 0
+    if deletes is not None and len(deletes[0]):
+        del_keys, ordering = deletes
+        n_deletes = len(del_keys)
+        content = delete_content(list(del_keys), [partition] * n_deletes, ordering if ordering is not None else [None] * n_deletes)
+        header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: schema_json}
+        blocks.append(LogBlock(BlockType.DELETE, header, content, {}))
+    if not blocks:
+        return None
+    create_marker(base, instant, _relative(partition, name), "APPEND")
+    path = os.path.join(directory, name)
+    size = write_log_file(path, blocks)
+    logs = slice_log_files(directory, file_id, base_instant)
+    return WriteStat(
+        file_id=file_id,
+        path=_relative(partition, name),
+        prev_commit="null" if new_file_group else base_instant,
+        num_writes=n_records,
+        num_update_writes=n_records - num_inserts,
+        num_inserts=num_inserts,
+        num_deletes=n_deletes,
+        total_write_bytes=size,
+        file_size_in_bytes=size,
+        partition_path=partition,
+        total_log_blocks=len(blocks),
+        runtime_stats={"totalScanTime": 0, "totalUpsertTime": int((time.monotonic() - started) * 1000), "totalCreateTime": 0},
+        is_delta=True,
+        log_version=version,
+        log_offset=0,
+        base_file=base_file or "",
+        log_files=logs,
+    )
+
+
+def create_base(base, instant, partition, file_id, avro_schema, records, keys, token=None, task_id=0, prev_commit="null", io_type="CREATE"):
+    """Write a base parquet file (meta columns, bloom filter and key range footers). Returns its WriteStat."""
+    started = time.monotonic()
+    token = token or write_token(task_id, 0, 0)
+    directory = _partition_dir(base, partition)
+    os.makedirs(directory, exist_ok=True)
+    name = base_file_name(file_id, token, instant)
+    table = with_meta_columns(records, keys, partition, instant, task_id, name)
+    create_marker(base, instant, _relative(partition, name), io_type)
+    size = write_base_file(os.path.join(directory, name), table, avro_schema_json=_dumps(with_meta_fields(avro_schema)))
+    n = records.num_rows
+    return WriteStat(
+        file_id=file_id,
+        path=_relative(partition, name),
+        prev_commit=prev_commit,
+        num_writes=n,
+        num_update_writes=0,
+        num_inserts=n,
+        num_deletes=0,
+        total_write_bytes=size,
+        file_size_in_bytes=size,
+        partition_path=partition,
+        runtime_stats={"totalScanTime": 0, "totalUpsertTime": 0, "totalCreateTime": int((time.monotonic() - started) * 1000)},
+    )
+
+
+def _dumps(schema):
+    return json.dumps(schema, separators=(",", ":"))
+
+
+def constant_strings(value, n):
+    """An Arrow string array of n copies of value, built from buffers (no Python objects per row)."""
+    data = value.encode("utf-8")
+    offsets = np.arange(n + 1, dtype=np.int32) * len(data)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data * n))

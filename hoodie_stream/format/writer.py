@@ -1,0 +1,220 @@
+"""Low-level writer: create a table, then write instants one at a time.
+
+    writer = HoodieWriter.create(path, table_name="t", record_key_fields=["id"], schema=arrow_schema, ...)
+    txn = writer.start()                         # requested + inflight deltacommit
+    stat = txn.append_log(partition, file_id, base_instant, records)   # a new log file version
+    txn.commit()                                 # completed deltacommit with write stats and schema
+    # or txn.rollback()
+
+The write handles (write_handles.py) can also run elsewhere (Spark tasks) and hand their WriteStats to
+`Transaction.add_stats` before the commit.
+"""
+
+import json
+
+import pyarrow as pa
+
+from .avro_schema import arrow_to_avro_schema, avro_to_arrow_schema
+from .commit_metadata import CommitMetadata
+from .errors import HoodieError, HoodieTimelineError
+from .file_names import new_file_id
+from .instant import new_instant_time
+from .keygen import make_key_generator
+from .markers import delete_markers
+from .partition_metadata import write_partition_metadata
+from .rollback import finish_pending_rollbacks, rollback_instant
+from .table_config import TableConfig
+from .timeline import Timeline
+from .write_handles import append_log, create_base
+
+DEFAULT_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
+COMMIT_TIME_PAYLOAD = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
+KEYGENS = {
+    "simple": "org.apache.hudi.keygen.SimpleKeyGenerator",
+    "complex": "org.apache.hudi.keygen.ComplexKeyGenerator",
+    "nonpartitioned": "org.apache.hudi.keygen.NonpartitionedKeyGenerator",
+    "timestamp": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
+}
+
+
+def table_avro_schema(table_name, arrow_schema):
+    """The data schema as Hudi records it: `<table>_record` in namespace `hoodie.<table>`, nullable fields."""
+    return arrow_to_avro_schema(arrow_schema, f"{table_name}_record", f"hoodie.{table_name}")
+
+
+class HoodieWriter:
+    """Writes instants into one table (single writer)."""
+
+    def __init__(self, base):
+        self.base = str(base)
+        self.config = TableConfig.load(self.base)
+        self.config.check_writable()
+        self.timeline = Timeline(self.base)
+        self.key_generator = make_key_generator(self.config.props)
+
+    @classmethod
+    def create(
+        cls,
+        base,
+        *,
+        table_name,
+        record_key_fields,
+        schema,
+        precombine_field=None,
+        partition_fields=(),
+        hive_style=False,
+        url_encode=False,
+        keygen_class=None,
+        payload_class=None,
+        extra=None,
+    ):
+        """Create a MERGE_ON_READ table (hoodie.properties and the .hoodie layout) and return its writer."""
+        if isinstance(schema, pa.Schema):
+            avro = table_avro_schema(table_name, schema)
+        else:
+            avro = json.loads(schema) if isinstance(schema, str) else schema
+        if keygen_class is None:
+            if not partition_fields:
+                keygen_class = KEYGENS["nonpartitioned"] if len(record_key_fields) == 1 else KEYGENS["complex"]
+            elif len(record_key_fields) == 1 and len(partition_fields) == 1:
+                keygen_class = KEYGENS["simple"]
+            else:
+                keygen_class = KEYGENS["complex"]
+        if payload_class is None:
+            payload_class = DEFAULT_PAYLOAD if precombine_field else COMMIT_TIME_PAYLOAD
+        TableConfig.create(
+            base,
+            table_name=table_name,
+            record_key_fields=list(record_key_fields),
+            precombine_field=precombine_field,
+            partition_fields=list(partition_fields),
+            keygen_class=keygen_class,
+            hive_style=hive_style,
+            url_encode=url_encode,
+            payload_class=payload_class,
+            schema_avro=json.dumps(avro, separators=(",", ":")),
+            extra=extra,
+        )
+        return cls(base)
+
+    def avro_schema(self):
+        """The current table schema (latest commit's, else the create schema)."""
+        for inst in reversed(self.timeline.commits_timeline()):
+            schema = self.timeline.read_commit_metadata(inst.timestamp).extra_metadata.get("schema")
+            if schema:
+                return json.loads(schema)
+        return json.loads(self.config.create_schema)
+
+    def start(self, action="deltacommit", operation="UPSERT", instant_time=None):
+        self.timeline.reload()
+        pending = [i for i in self.timeline.pending(["deltacommit", "commit"])]
+        if pending:
+            raise HoodieTimelineError(
+                f"{self.base}: instant {pending[0].timestamp} is still pending; roll it back before writing"
+            )
+        instant = instant_time or new_instant_time(self.timeline.last_instant_time())
+        return Transaction(self, instant, action, operation)
+
+    def rollback_pending(self):
+        """Roll back every pending write instant (left by a crash). Returns the instants rolled back."""
+        self.timeline.reload()
+        finish_pending_rollbacks(self.base, self.timeline)
+        self.timeline.reload()
+        done = []
+        for inst in self.timeline.pending(["deltacommit", "commit"]):
+            rollback_instant(self.base, self.timeline, inst)
+            done.append(inst.timestamp)
+            self.timeline.reload()
+        return done
+
+
+class Transaction:
+    """One instant being written: requested -> inflight on creation, then commit() or rollback()."""
+
+    def __init__(self, writer, instant, action, operation):
+        self.writer = writer
+        self.base = writer.base
+        self.instant = instant
+        self.action = action
+        self.operation = operation
+        self.stats = []
+        self.avro_schema = writer.avro_schema()
+        self.arrow_schema = avro_to_arrow_schema(self.avro_schema)
+        self._partitions = set()
+        timeline = writer.timeline
+        timeline.create_requested(instant, action)
+        inflight = CommitMetadata({}, False, {}, operation, None)
+        timeline.transition_to_inflight(instant, action, inflight.to_json())
+
+    def _prepare(self, records, keys):
+        table = records
+        if keys is None:
+            keys = self.writer.key_generator.record_keys(table)
+        columns = []
+        for f in self.arrow_schema:
+            if f.name not in table.column_names:
+                raise HoodieError(f"records lack column {f.name!r} of the table schema")
+            col = table[f.name]
+            columns.append(col if col.type == f.type else col.cast(f.type))
+        return pa.Table.from_arrays(columns, schema=self.arrow_schema), keys
+
+    def _partition(self, partition):
+        if partition not in self._partitions:
+            write_partition_metadata(self.base, partition, self.instant)
+            self._partitions.add(partition)
+
+    def append_log(self, partition, file_id, base_instant, records=None, keys=None, deletes=None,
+                   num_inserts=0, new_file_group=False, base_file="", task_id=0):
+        """Append a new log file version to a file slice. Returns its WriteStat (None when nothing to write)."""
+        self._partition(partition)
+        if records is not None:
+            records, keys = self._prepare(records, keys)
+        stat = append_log(
+            self.base, self.instant, partition, file_id, base_instant, self.avro_schema,
+            records=records, keys=keys, deletes=deletes, task_id=task_id, base_file=base_file,
+            num_inserts=num_inserts, new_file_group=new_file_group,
+        )
+        if stat is not None:
+            self.stats.append(stat)
+        return stat
+
+    def insert_log_only(self, partition, records, keys=None, task_id=0):
+        """Open a new log-only file group (base instant = this instant), as Hudi's Flink writer does."""
+        file_id = new_file_id()
+        return self.append_log(partition, file_id, self.instant, records, keys, num_inserts=records.num_rows,
+                               new_file_group=True, task_id=task_id)
+
+    def write_base(self, partition, records, keys=None, file_id=None, task_id=0):
+        """Write a new file group with a base parquet file."""
+        self._partition(partition)
+        records, keys = self._prepare(records, keys)
+        stat = create_base(self.base, self.instant, partition, file_id or new_file_id(), self.avro_schema,
+                           records, keys, task_id=task_id)
+        self.stats.append(stat)
+        return stat
+
+    def add_stats(self, stats):
+        self.stats.extend(s for s in stats if s is not None)
+
+    def metadata(self, extra_metadata=None):
+        by_partition = {}
+        for stat in self.stats:
+            by_partition.setdefault(stat.partition_path, []).append(stat)
+        extra = {"schema": json.dumps(self.avro_schema, separators=(",", ":"))}
+        extra.update(extra_metadata or {})
+        return CommitMetadata(by_partition, False, extra, self.operation, None)
+
+    def commit(self, extra_metadata=None):
+        """Complete the instant atomically, then drop its markers."""
+        self.writer.timeline.complete(self.instant, self.action, self.metadata(extra_metadata).to_json())
+        delete_markers(self.base, self.instant)
+        self.writer.timeline.reload()
+        return self.instant
+
+    def rollback(self):
+        self.writer.timeline.reload()
+        inst = self.writer.timeline.get(self.instant)
+        if inst is not None and not inst.is_completed:
+            rollback_instant(self.base, self.writer.timeline, inst)
+        self.writer.timeline.reload()
+
