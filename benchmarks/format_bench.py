@@ -1,0 +1,117 @@
+"""Format core benchmarks: vectorized Avro record encode/decode against fastavro.
+
+Run: python benchmarks/format_bench.py [n_rows]
+"""
+
+import io
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import fastavro
+import numpy as np
+import pyarrow as pa
+
+from hoodie_stream.format.avro_codec import decode_records, encode_records
+from hoodie_stream.format.avro_schema import arrow_to_avro_schema
+
+
+def trips_table(n_rows, seed=0):
+    """Six trips-like columns (long ts, uuid-like string, two strings, double, partition string) with nulls."""
+    rng = np.random.default_rng(seed)
+    null = rng.random((6, n_rows)) < 0.05
+    ts = pa.array(1_700_000_000_000 + rng.integers(0, 10**9, n_rows), pa.int64(), mask=null[0])
+    uuid = pa.array([f"{x:032x}" for x in rng.integers(0, 2**63, n_rows)], pa.string(), mask=null[1])
+    rider = pa.array(np.char.add("rider-", rng.integers(0, 1000, n_rows).astype(str)), pa.string(), mask=null[2])
+    driver = pa.array(np.char.add("driver-", rng.integers(0, 1000, n_rows).astype(str)), pa.string(), mask=null[3])
+    fare = pa.array(rng.random(n_rows) * 100, pa.float64(), mask=null[4])
+    cities = np.array(["san_francisco", "sao_paulo", "chennai", "são_luís"])
+    city = pa.array(cities[rng.integers(0, 4, n_rows)], pa.string(), mask=null[5])
+    return pa.table({"ts": ts, "uuid": uuid, "rider": rider, "driver": driver, "fare": fare, "city": city})
+
+
+def _best(fn, repeat=3):
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def bench_encode_decode(n_rows):
+    """Figures (records/s, ratios) of encode_records/decode_records vs fastavro on n_rows trips rows.
+
+    fastavro timings exclude table.to_pylist() (records prepared beforehand).
+    """
+    table = trips_table(n_rows)
+    schema = arrow_to_avro_schema(table.schema, "trips_record", "hoodie.trips")
+    parsed = fastavro.parse_schema(schema)
+
+    t_enc, (buffer, offsets) = _best(lambda: encode_records(table, schema))
+    t_dec, decoded = _best(lambda: decode_records(buffer, offsets, schema))
+    assert decoded.equals(table)
+
+    records = table.to_pylist()
+
+    def fastavro_per_record():
+        out = io.BytesIO()
+        for rec in records:
+            fastavro.schemaless_writer(out, parsed, rec)
+        return out.getvalue()
+
+    def fastavro_one_call():
+        out = io.BytesIO()
+        fastavro.writer(out, parsed, records, codec="null")
+        return out.getvalue()
+
+    view = memoryview(buffer)
+
+    def fastavro_read_per_record():
+        return [fastavro.schemaless_reader(io.BytesIO(view[a:b]), parsed) for a, b in zip(offsets[:-1], offsets[1:])]
+
+    container = fastavro_one_call()
+
+    def fastavro_read_one_call():
+        return list(fastavro.reader(io.BytesIO(container)))
+
+    t_fa_rec, fa_bytes = _best(fastavro_per_record, 1)
+    assert fa_bytes == buffer
+    t_fa_one, _ = _best(fastavro_one_call, 1)
+    t_fa_read_rec, _ = _best(fastavro_read_per_record, 1)
+    t_fa_read_one, _ = _best(fastavro_read_one_call, 1)
+    t_fa_enc = min(t_fa_rec, t_fa_one)
+    t_fa_dec = min(t_fa_read_rec, t_fa_read_one)
+    return {
+        "rows": n_rows,
+        "bytes": len(buffer),
+        "encode_rps": n_rows / t_enc,
+        "decode_rps": n_rows / t_dec,
+        "fastavro_encode_per_record_rps": n_rows / t_fa_rec,
+        "fastavro_encode_one_call_rps": n_rows / t_fa_one,
+        "fastavro_decode_per_record_rps": n_rows / t_fa_read_rec,
+        "fastavro_decode_one_call_rps": n_rows / t_fa_read_one,
+        "encode_ratio": t_fa_enc / t_enc,
+        "decode_ratio": t_fa_dec / t_dec,
+    }
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    n_rows = int(argv[0]) if argv else 1_000_000
+    r = bench_encode_decode(n_rows)
+    print(f"Avro records, 6 columns, {r['rows']:,} rows, {r['bytes'] / 1e6:.1f} MB")
+    print(f"  encode_records            {r['encode_rps']:>14,.0f} rec/s")
+    print(f"  fastavro writer/record    {r['fastavro_encode_per_record_rps']:>14,.0f} rec/s")
+    print(f"  fastavro writer one call  {r['fastavro_encode_one_call_rps']:>14,.0f} rec/s")
+    print(f"  encode speed-up vs faster fastavro: {r['encode_ratio']:.1f}x")
+    print(f"  decode_records            {r['decode_rps']:>14,.0f} rec/s")
+    print(f"  fastavro reader/record    {r['fastavro_decode_per_record_rps']:>14,.0f} rec/s")
+    print(f"  fastavro reader one call  {r['fastavro_decode_one_call_rps']:>14,.0f} rec/s")
+    print(f"  decode speed-up vs faster fastavro: {r['decode_ratio']:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,403 @@
+"""Hudi log blocks (log format version 1): framing, headers, and the contents of data/delete/command blocks.
+
+Block layout (all integers big endian): magic `#HUDI#`, int64 blockSize (bytes after this field, including
+the trailing length), int32 format version 1, int32 block type, header map, int64 content length, content,
+footer map, int64 total length of the block before this field (= blockSize + 6).
+A map is int32 count, then per entry int32 key ordinal, int32 byte length, UTF-8 bytes.
+"""
+
+import datetime
+import decimal
+import io
+import json
+import struct
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import fastavro
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .errors import HoodieFormatError
+
+MAGIC = b"#HUDI#"
+LOG_FORMAT_VERSION = 1
+CONTENT_VERSION = 3
+ROLLBACK_COMMAND = "0"
+# version + type + empty header + content length + empty footer + trailing length
+MIN_BLOCK_SIZE = 4 + 4 + 4 + 8 + 4 + 8
+
+
+class BlockType(IntEnum):
+    COMMAND = 0
+    DELETE = 1
+    CORRUPT = 2
+    AVRO_DATA = 3
+    HFILE_DATA = 4
+    PARQUET_DATA = 5
+    CDC_DATA = 6
+
+
+class HeaderKey(IntEnum):
+    INSTANT_TIME = 0
+    TARGET_INSTANT_TIME = 1
+    SCHEMA = 2
+    COMMAND_BLOCK_TYPE = 3
+    COMPACTED_BLOCK_TIMES = 4
+    RECORD_POSITIONS = 5
+    BLOCK_IDENTIFIER = 6
+
+
+@dataclass
+class LogBlock:
+    """One block. For CORRUPT blocks `content` holds the raw bytes after the magic up to the next magic/EOF.
+
+    `offset` is the position of the block's magic in its file and `size` its length in bytes (set by readers).
+    """
+
+    block_type: BlockType
+    header: dict
+    content: bytes
+    footer: dict = field(default_factory=dict)
+    offset: int = -1
+    size: int = 0
+
+    @property
+    def instant_time(self):
+        return self.header.get(HeaderKey.INSTANT_TIME)
+
+
+# ---------------------------------------------------------------------------------------------- framing
+
+def _encode_map(entries):
+    parts = [struct.pack(">i", len(entries))]
+    for key, value in entries.items():
+        data = str(value).encode("utf-8")
+        parts.append(struct.pack(">ii", int(key), len(data)))
+        parts.append(data)
+    return b"".join(parts)
+
+
+def _decode_map(buf, pos, end):
+    if pos + 4 > end:
+        raise HoodieFormatError(f"metadata map at offset {pos} runs past the block end {end}")
+    (count,) = struct.unpack_from(">i", buf, pos)
+    pos += 4
+    if count < 0:
+        raise HoodieFormatError(f"negative metadata entry count {count} at offset {pos - 4}")
+    entries = {}
+    for _ in range(count):
+        if pos + 8 > end:
+            raise HoodieFormatError(f"metadata entry at offset {pos} runs past the block end {end}")
+        key, length = struct.unpack_from(">ii", buf, pos)
+        pos += 8
+        if length < 0 or pos + length > end:
+            raise HoodieFormatError(f"metadata value of length {length} at offset {pos} runs past the block end")
+        try:
+            entries[HeaderKey(key)] = bytes(buf[pos:pos + length]).decode("utf-8")
+        except ValueError as e:
+            raise HoodieFormatError(f"unknown header key ordinal {key} at offset {pos - 8}: {e}") from None
+        pos += length
+    return entries, pos
+
+
+def encode_block(block):
+    """Full bytes of a block, magic included. A CORRUPT block gives back its magic and raw bytes unchanged."""
+    if block.block_type == BlockType.CORRUPT:
+        return MAGIC + bytes(block.content)
+    content = bytes(block.content)
+    body = b"".join((
+        struct.pack(">ii", LOG_FORMAT_VERSION, int(block.block_type)),
+        _encode_map(block.header),
+        struct.pack(">q", len(content)),
+        content,
+        _encode_map(block.footer or {}),
+    ))
+    block_size = len(body) + 8
+    return b"".join((MAGIC, struct.pack(">q", block_size), body, struct.pack(">q", block_size + len(MAGIC))))
+
+
+def decode_block_at(buf, pos):
+    """Decode the well-formed block whose magic starts at `pos`; returns (LogBlock, position after it)."""
+    buf = memoryview(buf)
+    n = len(buf)
+    if bytes(buf[pos:pos + 6]) != MAGIC:
+        raise HoodieFormatError(f"no log block magic at offset {pos}")
+    if pos + 14 + MIN_BLOCK_SIZE > n:
+        raise HoodieFormatError(f"log block at offset {pos} is truncated")
+    # Java reads blockSize as a long and casts it to int
+    block_size = (struct.unpack_from(">q", buf, pos + 6)[0] + 2**31) % 2**32 - 2**31
+    start = pos + 14
+    end = start + block_size
+    if block_size < MIN_BLOCK_SIZE or end > n:
+        raise HoodieFormatError(f"log block at offset {pos}: block size {block_size} does not fit the file ({n} bytes)")
+    version, type_id = struct.unpack_from(">ii", buf, start)
+    if version != LOG_FORMAT_VERSION:
+        raise HoodieFormatError(f"log block at offset {pos}: log format version {version} is not supported (only 1)")
+    try:
+        block_type = BlockType(type_id)
+    except ValueError:
+        raise HoodieFormatError(f"log block at offset {pos}: unknown block type {type_id}") from None
+    header, p = _decode_map(buf, start + 8, end - 8)
+    if p + 8 > end - 8:
+        raise HoodieFormatError(f"log block at offset {pos}: content length runs past the block end")
+    (content_length,) = struct.unpack_from(">q", buf, p)
+    p += 8
+    if content_length < 0 or p + content_length > end - 8:
+        raise HoodieFormatError(f"log block at offset {pos}: content length {content_length} runs past the block end")
+    content = bytes(buf[p:p + content_length])
+    footer, p = _decode_map(buf, p + content_length, end - 8)
+    (total,) = struct.unpack_from(">q", buf, end - 8)
+    if p != end - 8 or total != block_size + len(MAGIC):
+        raise HoodieFormatError(
+            f"log block at offset {pos}: inconsistent framing (fields end at {p}, trailer at {end - 8}, "
+            f"trailing length {total}, block size {block_size})")
+    return LogBlock(block_type, header, content, footer, pos, end - pos), end
+
+
+# ---------------------------------------------------------------------------------------------- data blocks
+
+def avro_data_content(records_buffer, offsets):
+    """AVRO_DATA content: int32 3, int32 count, then per record int32 length + Avro binary record.
+
+    `records_buffer` holds the encoded records back to back; record i is buffer[offsets[i]:offsets[i+1]].
+    """
+    offsets = np.asarray(offsets, dtype=np.int64)
+    n = len(offsets) - 1
+    if n < 0:
+        raise ValueError("offsets must hold at least one entry")
+    src = np.frombuffer(records_buffer, dtype=np.uint8)[offsets[0]:offsets[-1]] if n else np.empty(0, np.uint8)
+    lengths = np.diff(offsets)
+    if n and (lengths.min() < 0 or lengths.max() > 0x7FFFFFFF):
+        raise ValueError("record offsets must be non-decreasing and each record < 2 GiB")
+    out = np.empty(8 + 4 * n + len(src), dtype=np.uint8)
+    out[:8] = np.frombuffer(struct.pack(">ii", CONTENT_VERSION, n), dtype=np.uint8)
+    if n:
+        prefix_at = 8 + 4 * np.arange(n, dtype=np.int64) + (offsets[:-1] - offsets[0])
+        prefix_idx = (prefix_at[:, None] + np.arange(4)).ravel()
+        out[prefix_idx] = lengths.astype(">i4").view(np.uint8)
+        is_data = np.ones(len(out), dtype=bool)
+        is_data[:8] = False
+        is_data[prefix_idx] = False
+        out[is_data] = src
+    return out.tobytes()
+
+
+def split_avro_data_content(content):
+    """Inverse of avro_data_content: (buffer of the records back to back, int64 offsets of n+1 entries)."""
+    if len(content) < 8:
+        raise HoodieFormatError(f"avro data block content of {len(content)} bytes is too short")
+    version, n = struct.unpack_from(">ii", content, 0)
+    if version != CONTENT_VERSION:
+        raise HoodieFormatError(f"avro data block content version {version} is not supported (only 3)")
+    if n < 0:
+        raise HoodieFormatError(f"avro data block has a negative record count {n}")
+    starts = _walk_length_prefixes(content, 8, n)
+    raw = np.frombuffer(content, dtype=np.uint8)
+    is_data = np.ones(len(raw), dtype=bool)
+    is_data[:8] = False
+    lengths = np.zeros(n, dtype=np.int64)
+    if n:
+        prefix_idx = (starts[:, None] - 4 + np.arange(4)).ravel()
+        lengths = raw[prefix_idx].view(">i4").astype(np.int64)
+        is_data[prefix_idx] = False
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return raw[is_data].tobytes(), offsets
+
+
+def _walk_length_prefixes(content, pos, n):
+    """Start positions of the n records (each after its int32 length prefix); checks every length."""
+    unpack = struct.Struct(">i").unpack_from
+    size = len(content)
+    starts = [0] * n
+    try:
+        for i in range(n):
+            (length,) = unpack(content, pos)
+            pos += 4
+            starts[i] = pos
+            pos += length
+            if length < 0 or pos > size:
+                raise HoodieFormatError(f"avro data block record {i}: length {length} runs past the content end")
+    except struct.error:
+        raise HoodieFormatError(f"avro data block: record length prefix at {pos} runs past the content end") from None
+    if pos != size:
+        raise HoodieFormatError(f"avro data block: {size - pos} trailing bytes after {n} records")
+    return np.array(starts, dtype=np.int64)
+
+
+def parquet_data_content(table, compression="gzip"):
+    """PARQUET_DATA content: the bytes of a complete parquet file holding `table`."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression=compression)
+    return sink.getvalue().to_pybytes()
+
+
+def read_parquet_content(content):
+    if content[:4] != b"PAR1" or content[-4:] != b"PAR1":
+        raise HoodieFormatError("parquet data block content is not a parquet file")
+    return pq.read_table(pa.BufferReader(content))
+
+
+# ---------------------------------------------------------------------------------------------- delete blocks
+
+def _wrapper(name, value_type):
+    return {"type": "record", "name": name, "namespace": "org.apache.hudi.avro.model",
+            "fields": [{"name": "value", "type": value_type}]}
+
+
+WRAPPER_TYPES = {
+    "BooleanWrapper": "boolean",
+    "IntWrapper": "int",
+    "LongWrapper": "long",
+    "FloatWrapper": "float",
+    "DoubleWrapper": "double",
+    "BytesWrapper": "bytes",
+    "StringWrapper": "string",
+    "DateWrapper": {"type": "int", "logicalType": "date"},
+    "DecimalWrapper": {"type": "bytes", "logicalType": "decimal", "precision": 30, "scale": 15},
+    "TimeMicrosWrapper": {"type": "long", "logicalType": "time-micros"},
+    "TimestampMicrosWrapper": {"type": "long", "logicalType": "timestamp-micros"},
+}
+
+_LOCAL_DELETE_RECORD_LIST_SCHEMA = {
+    "type": "record", "name": "HoodieDeleteRecordList", "namespace": "org.apache.hudi.avro.model",
+    "fields": [{"name": "deleteRecordList", "type": {"type": "array", "items": {
+        "type": "record", "name": "HoodieDeleteRecord", "fields": [
+            {"name": "recordKey", "type": ["null", "string"], "default": None},
+            {"name": "partitionPath", "type": ["null", "string"], "default": None},
+            {"name": "orderingVal", "type": ["null"] + [_wrapper(k, v) for k, v in WRAPPER_TYPES.items()],
+             "default": None},
+        ]}}}],
+}
+
+
+def _delete_schema():
+    try:
+        from . import avro_models
+    except ImportError:
+        avro_models = None
+    for attr in ("DELETE_RECORD_LIST_SCHEMA", "HOODIE_DELETE_RECORD_LIST_SCHEMA"):
+        schema = getattr(avro_models, attr, None)
+        if schema is not None:
+            return fastavro.parse_schema(json.loads(schema) if isinstance(schema, str) else schema)
+    return fastavro.parse_schema(_LOCAL_DELETE_RECORD_LIST_SCHEMA)
+
+
+_PARSED = []
+
+
+def delete_record_list_schema():
+    """The parsed HoodieDeleteRecordList schema (from avro_models when it provides one)."""
+    if not _PARSED:
+        _PARSED.append(_delete_schema())
+    return _PARSED[0]
+
+
+_HINTS = {
+    "boolean": "BooleanWrapper", "bool": "BooleanWrapper", "int": "IntWrapper", "long": "LongWrapper",
+    "float": "FloatWrapper", "double": "DoubleWrapper", "bytes": "BytesWrapper", "string": "StringWrapper",
+    "date": "DateWrapper", "decimal": "DecimalWrapper", "time-micros": "TimeMicrosWrapper",
+    "timestamp-micros": "TimestampMicrosWrapper",
+}
+
+
+def _wrapper_name(hint):
+    name = _HINTS.get(hint, hint)
+    if name not in WRAPPER_TYPES:
+        raise ValueError(f"unknown ordering value wrapper {hint!r}")
+    return name
+
+
+def _natural_wrapper(value):
+    if isinstance(value, (bool, np.bool_)):
+        return "BooleanWrapper"
+    if isinstance(value, (int, np.integer)):
+        return "LongWrapper"
+    if isinstance(value, (float, np.floating)):
+        return "DoubleWrapper"
+    if isinstance(value, str):
+        return "StringWrapper"
+    if isinstance(value, (bytes, bytearray)):
+        return "BytesWrapper"
+    if isinstance(value, datetime.datetime):
+        return "TimestampMicrosWrapper"
+    if isinstance(value, datetime.date):
+        return "DateWrapper"
+    if isinstance(value, datetime.time):
+        return "TimeMicrosWrapper"
+    if isinstance(value, decimal.Decimal):
+        return "DecimalWrapper"
+    raise ValueError(f"no ordering value wrapper for {type(value).__name__} value {value!r}")
+
+
+def _ordering_union(value, wrapper):
+    """fastavro tuple notation for the orderingVal union branch, or None."""
+    if value is None:
+        return None
+    if isinstance(value, tuple):
+        wrapper, value = value
+    name = _wrapper_name(wrapper) if wrapper else _natural_wrapper(value)
+    if isinstance(value, np.generic):
+        value = value.item()
+    if name == "IntWrapper" and not -2**31 <= value < 2**31:
+        raise ValueError(f"ordering value {value} does not fit an IntWrapper")
+    return ("org.apache.hudi.avro.model." + name, {"value": value})
+
+
+def delete_content(keys, partitions, ordering_vals=None, wrapper=None):
+    """DELETE content: int32 3, int32 payload length, Avro binary HoodieDeleteRecordList.
+
+    Ordering values: None -> null; a value -> its natural wrapper (int -> LongWrapper, float -> DoubleWrapper,
+    str -> StringWrapper, ...), or the wrapper named by `wrapper` (e.g. "int" / "IntWrapper") for all values,
+    or per value a tuple (wrapper, value).
+    """
+    n = len(keys)
+    if ordering_vals is None:
+        ordering_vals = [None] * n
+    if len(partitions) != n or len(ordering_vals) != n:
+        raise ValueError(f"delete block: {n} keys, {len(partitions)} partitions, {len(ordering_vals)} ordering values")
+    records = [{"recordKey": k, "partitionPath": p, "orderingVal": _ordering_union(v, wrapper)}
+               for k, p, v in zip(keys, partitions, ordering_vals)]
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, delete_record_list_schema(), {"deleteRecordList": records})
+    payload = out.getvalue()
+    return struct.pack(">ii", CONTENT_VERSION, len(payload)) + payload
+
+
+def parse_delete_content(content, with_wrapper=False):
+    """[(record key, partition path, ordering value)]; with_wrapper=True gives (wrapper name, value) or None."""
+    if len(content) < 8:
+        raise HoodieFormatError(f"delete block content of {len(content)} bytes is too short")
+    version, length = struct.unpack_from(">ii", content, 0)
+    if version != CONTENT_VERSION:
+        raise HoodieFormatError(f"delete block content version {version} is not supported (only 3)")
+    if length != len(content) - 8:
+        raise HoodieFormatError(f"delete block payload length {length} != {len(content) - 8} bytes present")
+    schema = delete_record_list_schema()
+    try:
+        record = fastavro.schemaless_reader(io.BytesIO(content[8:]), schema, None, return_record_name=True)
+    except Exception as e:
+        raise HoodieFormatError(f"delete block payload is not a HoodieDeleteRecordList: {e}") from None
+    result = []
+    for item in record["deleteRecordList"]:
+        value = item["orderingVal"]
+        if value is not None:
+            name, inner = value
+            short = name.rsplit(".", 1)[-1]
+            value = (short, inner["value"]) if with_wrapper else inner["value"]
+        result.append((item["recordKey"], item["partitionPath"], value))
+    return result
+
+
+# ---------------------------------------------------------------------------------------------- command blocks
+
+def rollback_command_block(instant, target_instant):
+    """A COMMAND block rolling back `target_instant`, written at rollback instant `instant`."""
+    header = {
+        HeaderKey.INSTANT_TIME: instant,
+        HeaderKey.COMMAND_BLOCK_TYPE: ROLLBACK_COMMAND,
+        HeaderKey.TARGET_INSTANT_TIME: target_instant,
+    }
+    return LogBlock(BlockType.COMMAND, header, b"", {})

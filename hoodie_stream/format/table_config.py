@@ -1,0 +1,219 @@
+"""hoodie.properties: create, load (with Java's backup fallback), validate."""
+
+import os
+import uuid
+import zlib
+
+from . import java_properties
+from .errors import HoodieTableError
+
+PROPERTIES_FILE = "hoodie.properties"
+BACKUP_FILE = "hoodie.properties.backup"
+TABLE_VERSION = "6"
+MERGER_STRATEGY_ID = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
+REQUIRED_KEYS = ("hoodie.table.name", "hoodie.table.type", "hoodie.table.version",
+                 "hoodie.timeline.layout.version", "hoodie.table.checksum")
+EMPTY_DIRS = (".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".schema", "archived", ".temp")
+
+
+def checksum(props):
+    """Hudi's table checksum: CRC32 of '<database>.<table name>'."""
+    name = f"{props.get('hoodie.database.name', '')}.{props['hoodie.table.name']}"
+    return zlib.crc32(name.encode("utf-8"))
+
+
+def _read(path):
+    """Parse and checksum-validate one properties file; returns (props, None) or (None, reason)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None, "file is missing"
+    except OSError as e:
+        return None, f"cannot be read: {e}"
+    try:
+        props = java_properties.loads(data.decode("latin-1"))
+    except ValueError as e:
+        return None, f"corrupt, cannot be parsed: {e}"
+    if "hoodie.table.name" not in props:
+        return None, "corrupt or incomplete: missing required key hoodie.table.name"
+    if "hoodie.table.checksum" not in props:
+        return None, "corrupt or incomplete: missing required key hoodie.table.checksum"
+    try:
+        stored = int(props["hoodie.table.checksum"])
+    except ValueError:
+        return None, f"corrupt: hoodie.table.checksum {props['hoodie.table.checksum']!r} is not a number"
+    if stored != checksum(props):
+        return None, f"checksum mismatch: hoodie.table.checksum={stored}, expected {checksum(props)}"
+    return props, None
+
+
+def _bool(value, default=False):
+    return default if value is None else str(value).strip().lower() == "true"
+
+
+def _list(value):
+    return [v.strip() for v in value.split(",") if v.strip()] if value else []
+
+
+class TableConfig:
+    """The properties of one table (`props` is a plain dict of strings)."""
+
+    def __init__(self, base, props):
+        self.base = str(base)
+        self.props = props
+
+    @property
+    def hoodie_dir(self):
+        return os.path.join(self.base, ".hoodie")
+
+    @property
+    def path(self):
+        return os.path.join(self.hoodie_dir, PROPERTIES_FILE)
+
+    @classmethod
+    def load(cls, base):
+        """Load and validate <base>/.hoodie/hoodie.properties (falls back to hoodie.properties.backup)."""
+        hoodie = os.path.join(str(base), ".hoodie")
+        main = os.path.join(hoodie, PROPERTIES_FILE)
+        props, reason = _read(main)
+        if props is None:
+            backup_props, backup_reason = _read(os.path.join(hoodie, BACKUP_FILE))
+            if backup_props is None:
+                if backup_reason != "file is missing":
+                    reason = f"{reason}; {BACKUP_FILE}: {backup_reason}"
+                raise HoodieTableError(main, f"hoodie.properties {reason}")
+            props = backup_props
+        missing = [k for k in REQUIRED_KEYS if not props.get(k)]
+        if missing:
+            raise HoodieTableError(main, f"missing required key(s) {', '.join(missing)}")
+        version = props["hoodie.table.version"].strip()
+        if version != TABLE_VERSION:
+            raise HoodieTableError(main, f"table version {version} is not supported (only version {TABLE_VERSION})")
+        layout = props["hoodie.timeline.layout.version"].strip()
+        if layout != "1":
+            raise HoodieTableError(main, f"timeline layout version {layout} is not supported (only 1)")
+        return cls(base, props)
+
+    @classmethod
+    def create(cls, base, *, table_name, record_key_fields, precombine_field, partition_fields, keygen_class,
+               hive_style, url_encode, payload_class, schema_avro, table_type="MERGE_ON_READ",
+               database_name="default", extra=None):
+        """Initialise .hoodie/ (empty dirs + hoodie.properties); refuses an existing table."""
+        base = str(base)
+        hoodie = os.path.join(base, ".hoodie")
+        path = os.path.join(hoodie, PROPERTIES_FILE)
+        if os.path.exists(path) or os.path.exists(os.path.join(hoodie, BACKUP_FILE)):
+            raise HoodieTableError(path, "a table already exists here; refusing to overwrite hoodie.properties")
+        if not table_name:
+            raise HoodieTableError(path, "table_name is required")
+        if not record_key_fields:
+            raise HoodieTableError(path, "record_key_fields is required")
+        props = {
+            "hoodie.table.name": table_name,
+            "hoodie.table.type": table_type,
+            "hoodie.table.version": TABLE_VERSION,
+            "hoodie.timeline.layout.version": "1",
+            "hoodie.archivelog.folder": "archived",
+            "hoodie.database.name": database_name or "",
+            "hoodie.table.recordkey.fields": ",".join(record_key_fields),
+        }
+        if precombine_field:
+            props["hoodie.table.precombine.field"] = precombine_field
+        if partition_fields:
+            props["hoodie.table.partition.fields"] = ",".join(partition_fields)
+        props.update({
+            "hoodie.table.keygenerator.class": keygen_class,
+            "hoodie.datasource.write.hive_style_partitioning": "true" if hive_style else "false",
+            "hoodie.datasource.write.partitionpath.urlencode": "true" if url_encode else "false",
+            "hoodie.datasource.write.drop.partition.columns": "false",
+            "hoodie.table.base.file.format": "PARQUET",
+            "hoodie.table.timeline.timezone": "UTC",
+            "hoodie.compaction.payload.class": payload_class,
+            "hoodie.compaction.record.merger.strategy": MERGER_STRATEGY_ID,
+            "hoodie.table.create.schema": schema_avro,
+        })
+        if not database_name:
+            del props["hoodie.database.name"]
+        props.update({k: str(v) for k, v in (extra or {}).items()})
+        props["hoodie.table.checksum"] = str(checksum(props))
+        for d in EMPTY_DIRS:
+            os.makedirs(os.path.join(hoodie, d), exist_ok=True)
+        write_properties(path, props)
+        return cls(base, props)
+
+    def check_writable(self):
+        """Refuse tables with a metadata table (a stale MDT would mislead Java readers)."""
+        if os.path.exists(os.path.join(self.hoodie_dir, "metadata")):
+            raise HoodieTableError(self.path, "table has a metadata table (.hoodie/metadata); writing is not supported")
+        if self.props.get("hoodie.table.metadata.partitions", "").strip():
+            raise HoodieTableError(self.path, "hoodie.table.metadata.partitions is set; writing is not supported")
+        if _bool(self.props.get("hoodie.metadata.enable")):
+            raise HoodieTableError(self.path, "hoodie.metadata.enable=true; writing is not supported")
+
+    @property
+    def table_name(self):
+        return self.props["hoodie.table.name"]
+
+    @property
+    def table_type(self):
+        return self.props.get("hoodie.table.type", "COPY_ON_WRITE")
+
+    @property
+    def database_name(self):
+        return self.props.get("hoodie.database.name")
+
+    @property
+    def record_key_fields(self):
+        return _list(self.props.get("hoodie.table.recordkey.fields"))
+
+    @property
+    def precombine_field(self):
+        return self.props.get("hoodie.table.precombine.field") or None
+
+    @property
+    def partition_fields(self):
+        return _list(self.props.get("hoodie.table.partition.fields"))
+
+    @property
+    def keygen_class(self):
+        return self.props.get("hoodie.table.keygenerator.class")
+
+    @property
+    def hive_style(self):
+        return _bool(self.props.get("hoodie.datasource.write.hive_style_partitioning"))
+
+    @property
+    def url_encode(self):
+        return _bool(self.props.get("hoodie.datasource.write.partitionpath.urlencode"))
+
+    @property
+    def payload_class(self):
+        return self.props.get("hoodie.compaction.payload.class")
+
+    @property
+    def populate_meta_fields(self):
+        return _bool(self.props.get("hoodie.populate.meta.fields"), True)
+
+    @property
+    def create_schema(self):
+        return self.props.get("hoodie.table.create.schema")
+
+    @property
+    def timeline_timezone(self):
+        return self.props.get("hoodie.table.timeline.timezone", "LOCAL")
+
+    @property
+    def base_file_format(self):
+        return self.props.get("hoodie.table.base.file.format", "PARQUET")
+
+
+def write_properties(path, props, comments=None):
+    """Write a properties file atomically (temp file + rename), Properties.store style."""
+    text = java_properties.dumps(props, java_properties.store_comment() if comments is None else comments)
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(text.encode("latin-1"))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
