@@ -457,7 +457,9 @@ class TimestampBasedKeyGenerator(SimpleKeyGenerator):
         zone = self.output_timezone or (self.input_timezone if self.timestamp_type in ("DATE_STRING", "MIXED")
                                         else None) or "UTC"
         local = pc.local_timestamp(pa.array(epoch, pa.timestamp("ms", tz=zone))).cast(pa.int64())
-        return epoch, np.asarray(local.to_numpy(zero_copy_only=False), np.int64)
+        wall = np.asarray(local.to_numpy(zero_copy_only=False), np.int64).copy()
+        _fix_far_future(epoch, wall, zone)
+        return epoch, wall
 
     def partition_paths(self, table):
         _, wall = self.partition_instants(table)
@@ -494,6 +496,19 @@ class TimestampBasedKeyGenerator(SimpleKeyGenerator):
         if self.hive_style:
             values = pc.binary_join_element_wise(field + "=", values, "")
         return values
+
+
+_TZDB_LIMIT_MS = 2_147_483_647_000  # Arrow's tz database stops listing DST transitions in 2038
+
+
+def _fix_far_future(epoch, wall, zone):
+    """Recompute wall-clock times past 2038 with zoneinfo's recurring rules, as java.time applies them."""
+    if zone == "UTC" or zone[0] in "+-":
+        return
+    far = np.flatnonzero(np.asarray(epoch) >= _TZDB_LIMIT_MS)
+    for i in far:  # rare: only rows dated after 2038 take this path
+        off = _local_fields_one(int(epoch[i]), zone)[-1]
+        wall[i] = int(epoch[i]) + off
 
 
 def _offset_ms(text):

@@ -52,7 +52,7 @@ def block_versions(blocks, ordering_field=None, ordering_type=None, path=""):
         elif block.block_type == BlockType.PARQUET_DATA:
             versions.append(Version(read_parquet_content(block.content)))
         elif block.block_type == BlockType.DELETE:
-            entries = parse_delete_content(block.content)
+            entries = parse_delete_content(block.content, with_wrapper=True)
             keys = [e[0] for e in entries]
             partitions = [e[1] for e in entries]
             values = [_natural(e[2]) for e in entries]
@@ -62,11 +62,12 @@ def block_versions(blocks, ordering_field=None, ordering_type=None, path=""):
     return versions
 
 
-def _natural(value):
-    """Hudi writes IntWrapper(0) for 'no ordering value'; both readers then apply the delete by arrival."""
-    if value is None or (type(value) is int and value == 0):
+def _natural(wrapped):
+    """Hudi writes IntWrapper(0) for 'no ordering value'; such a delete applies by arrival. A real ordering value
+    (e.g. LongWrapper(0) for a long precombine field) competes like any other version."""
+    if wrapped is None or wrapped == ("IntWrapper", 0):
         return None
-    return value
+    return wrapped[1]
 
 
 def slice_versions(log_paths, counts, ordering_field=None, ordering_type=None):

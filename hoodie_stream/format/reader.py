@@ -8,7 +8,8 @@ import pyarrow.compute as pc
 from .avro_schema import META_FIELDS, avro_to_arrow_schema
 from .base_file import read_base_file
 from .errors import HoodieError
-from .fs_view import FileSystemView
+from .fs_view import FileSlice, FileSystemView
+from .keygen import make_key_generator
 from .log_scanner import slice_versions
 from .merge import KEY, Version, merge, merge_mode
 from .table_config import TableConfig
@@ -33,6 +34,17 @@ class HoodieTable:
         self.base = str(base)
         self.config = TableConfig.load(self.base)
         self.timeline = Timeline(self.base)
+        self._keygen = None
+
+    @property
+    def meta_fields(self):
+        """False for tables written with hoodie.populate.meta.fields=false: keys come from the key generator."""
+        return self.config.populate_meta_fields
+
+    def keygen(self):
+        if self._keygen is None:
+            self._keygen = make_key_generator(self.config.props)
+        return self._keygen
 
     def reload(self):
         self.timeline.reload()
@@ -75,19 +87,26 @@ class HoodieTable:
             if start is not None or end is not None:
                 raise HoodieError("start/end apply to incremental reads only; use as_of for time travel")
             table = self._read_snapshot(as_of, read_optimized=query_type == "read_optimized")
+        if not self.meta_fields:
+            table = table.drop_columns([c for c in META_FIELDS if c in table.column_names])
         return _project(_filter(table, filters), columns)
 
-    def _read_snapshot(self, as_of, read_optimized=False, file_ids=None):
+    def _read_snapshot(self, as_of, read_optimized=False, file_ids=None, window=None):
+        """Merged latest slices as of `as_of`; with `window` (a set of instants) only the base files and log
+        blocks written by those instants take part, as hudi-rs reads incremental windows."""
         schema = self.arrow_schema(as_of)
         if not self.timeline.commits_timeline():
             return schema.empty_table()
         view = FileSystemView(self.base, self.timeline, as_of)
         slices = view.latest_base_files() if read_optimized else view.latest_slices()
+        committed = view.committed if window is None else (set(view.committed) & window)
         tables = []
         for fs in slices:
             if file_ids is not None and (fs.partition, fs.file_id) not in file_ids:
                 continue
-            tables.append(self.read_slice(fs, view.committed, schema))
+            if window is not None and fs.base_file and fs.base_instant not in window:
+                fs = FileSlice(fs.partition, fs.file_id, fs.base_instant, None, fs.log_files)
+            tables.append(self.read_slice(fs, committed, schema))
         if not tables:
             return schema.empty_table()
         return pa.concat_tables(tables)
@@ -103,7 +122,23 @@ class HoodieTable:
             versions.append(Version(read_base_file(fs.base_file_path(self.base))))
         ordering_type = schema.field(ordering).type if ordering else None
         versions += slice_versions(fs.log_file_paths(self.base), committed.__contains__, ordering, ordering_type)
+        if not self.meta_fields:
+            versions = [self._with_generated_keys(v) for v in versions]
         return merge(versions, schema, mode, ordering, keep_deletes=keep_deletes)
+
+    def _with_generated_keys(self, version):
+        """Fill the record key of a version written without meta fields from the table's key generator."""
+        table = version.table
+        if version.is_delete or table.num_rows == 0:
+            return version
+        if KEY in table.column_names and table[KEY].null_count == 0:
+            return version
+        keys = self.keygen().record_keys(table)
+        if KEY in table.column_names:
+            table = table.set_column(table.column_names.index(KEY), KEY, keys)
+        else:
+            table = table.append_column(KEY, keys)
+        return Version(table, version.is_delete)
 
     def _read_incremental(self, start, end):
         commits = self.timeline.commits_timeline()
@@ -116,7 +151,10 @@ class HoodieTable:
                 touched.add((stat.partition_path or "", stat.file_id))
         if not touched:
             return self.arrow_schema(end).empty_table()
-        table = self._read_snapshot(end, file_ids=touched)
+        table = self._read_snapshot(end, file_ids=touched, window={i.timestamp for i in window})
+        if not self.meta_fields:
+            # Without commit times in the rows, the window selects whole file groups (as hudi-rs does).
+            return table
         times = table["_hoodie_commit_time"]
         keep = pc.less_equal(times, end)
         if start is not None:
