@@ -1,7 +1,6 @@
 import io
 import json
 import struct
-import time
 from pathlib import Path
 
 import fastavro
@@ -196,21 +195,17 @@ def test_avro_data_content_matches_naive_encoding(n):
     assert avro_data_content(b"zz" + buffer, offsets + 2) == content
 
 
-def test_avro_data_content_is_vectorized_fast():
+def test_avro_data_content_large_block_round_trip():
+    """A 200k-record block (speed is measured in benchmarks/format_bench.py, not here)."""
     n = 200_000
     rng = np.random.default_rng(1)
     lengths = rng.integers(0, 60, n)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     buffer = rng.integers(0, 256, int(offsets[-1]), dtype=np.uint8).tobytes()
-    started = time.perf_counter()
     content = avro_data_content(buffer, offsets)
-    encode_s = time.perf_counter() - started
-    started = time.perf_counter()
     buf2, off2 = split_avro_data_content(content)
-    decode_s = time.perf_counter() - started
     assert buf2 == buffer and np.array_equal(off2, offsets)
-    assert encode_s < 0.5 and decode_s < 1.0, (encode_s, decode_s)
 
 
 def test_bad_contents_raise():

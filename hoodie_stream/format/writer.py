@@ -196,17 +196,23 @@ class Transaction:
     def add_stats(self, stats):
         self.stats.extend(s for s in stats if s is not None)
 
-    def metadata(self, extra_metadata=None):
+    def metadata(self, extra_metadata=None, replaced=None):
         by_partition = {}
         for stat in self.stats:
             by_partition.setdefault(stat.partition_path, []).append(stat)
         extra = {"schema": json.dumps(self.avro_schema, separators=(",", ":"))}
         extra.update(extra_metadata or {})
-        return CommitMetadata(by_partition, False, extra, self.operation, None)
+        return CommitMetadata(by_partition, False, extra, self.operation, replaced)
 
-    def commit(self, extra_metadata=None):
-        """Complete the instant atomically, then drop its markers."""
-        self.writer.timeline.complete(self.instant, self.action, self.metadata(extra_metadata).to_json())
+    def commit(self, extra_metadata=None, replaced=None):
+        """Complete the instant atomically, then drop its markers.
+
+        `replaced` ({partition: [file id]}) is for replacecommit instants: those file groups disappear from reads.
+        """
+        if replaced is not None and self.action != "replacecommit":
+            raise HoodieError("only a replacecommit instant can replace file groups")
+        meta = self.metadata(extra_metadata, replaced)
+        self.writer.timeline.complete(self.instant, self.action, meta.to_json())
         delete_markers(self.base, self.instant)
         self.writer.timeline.reload()
         return self.instant
