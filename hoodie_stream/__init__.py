@@ -3,6 +3,7 @@
 from .format.errors import HoodieError
 from .format.reader import HoodieTable
 from .format.writer import HoodieWriter
+from .streaming_sink.sink import HoodieStreamSink
 
-__all__ = ["HoodieError", "HoodieTable", "HoodieWriter"]
+__all__ = ["HoodieError", "HoodieStreamSink", "HoodieTable", "HoodieWriter"]
 __version__ = "0.1.0"

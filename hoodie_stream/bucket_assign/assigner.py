@@ -1,0 +1,206 @@
+"""BucketAssigner: the second operator, one Spark task per group of key groups (after the key-group shuffle).
+
+For its records it
+1. pre-combines the records of one key (event time: greatest ordering value, ties to the later record; commit
+   time: the later record), so each key has one record per micro-batch;
+2. looks the key up in the keyed index state of its key group (record key -> partition path + file id);
+3. routes a known key to its file group; with the global index, a key whose partition changed becomes a delete
+   (applied by arrival) in the old file group plus an insert in the new partition;
+4. packs inserts into the small file groups this task owns, then opens new file groups (log-only slices, like
+   Hudi's Flink writer), each sized to hold max file size / average record size records;
+5. saves the new locations in the index state (a delta per key group, versioned by the instant).
+
+Everything is vectorized with Arrow; file ids of new groups derive from (instant, task, partition, n), so a
+retried task routes exactly as the first attempt did.
+"""
+
+import uuid
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..checkpoints import index_state
+from ..streaming_sink.key_by import DELETE, KEY, KEY_GROUP, PARTITION, SEQ
+
+FILE_ID = "__hs_file_id"
+KIND = "__hs_kind"
+UPDATE, INSERT, DELETE_ORDERED, DELETE_NATURAL = 0, 1, 2, 3
+_NAMESPACE = uuid.UUID("6f1d3c2e-7a53-4c1b-9a8e-5d0b1e2f3a40")
+
+
+def new_file_id(instant, task, partition, n):
+    return f"{uuid.uuid5(_NAMESPACE, f'{instant}/{task}/{partition}/{n}')}-0"
+
+
+def precombine(table, ordering_field, event_time):
+    """One record per key: the greatest (ordering, seq) with event time, else the greatest seq."""
+    if table.num_rows <= 1:
+        return table
+    keys = [(KEY, "ascending", "at_start")]
+    if event_time and ordering_field:
+        keys.append((ordering_field, "ascending", "at_start"))
+    keys.append((SEQ, "ascending", "at_start"))
+    order = pc.sort_indices(table, sort_keys=keys)
+    sorted_keys = pc.take(table[KEY], order).combine_chunks()
+    n = len(sorted_keys)
+    if n == 0:
+        return table
+    last = np.append(pc.not_equal(sorted_keys.slice(1), sorted_keys.slice(0, n - 1)).to_numpy(
+        zero_copy_only=False), True)
+    return table.take(pc.take(order, pa.array(np.flatnonzero(last))))
+
+
+class BucketAssigner:
+    """Picklable mapInArrow function for the bucket-assign stage of one micro-batch."""
+
+    def __init__(self, base, instant, committed, global_index, operation, ordering_field, event_time,
+                 small_files, new_file_capacity, data_columns):
+        self.base = base
+        self.instant = instant
+        self.committed = committed
+        self.global_index = global_index
+        self.operation = operation
+        self.ordering_field = ordering_field
+        self.event_time = event_time
+        self.small_files = small_files
+        self.new_file_capacity = max(1, int(new_file_capacity))
+        self.data_columns = data_columns
+
+    def __call__(self, batches):
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        task = ctx.partitionId() if ctx is not None else 0
+        tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
+        if not tables:
+            return
+        out = self.assign(pa.concat_tables(tables).combine_chunks(), task)
+        yield from out.to_batches(max_chunksize=10_000)
+
+    # ------------------------------------------------------------------------------------------------------
+    def _lookup_keys(self, table):
+        if self.global_index:
+            return table[KEY]
+        return pc.binary_join_element_wise(table[PARTITION], table[KEY], "\u0001")
+
+    def assign(self, table, task):
+        table = precombine(table, self.ordering_field, self.event_time)
+        groups = pc.unique(table[KEY_GROUP]).to_pylist()
+        states, deltas = {}, {}
+        for kg in groups:
+            states[kg], deltas[kg] = index_state.load_state(self.base, kg, self.committed)
+        state = pa.concat_tables([states[kg] for kg in groups]) if groups else index_state.empty_state()
+        lookup = self._lookup_keys(table)
+        if self.operation == "insert":
+            pos = pa.nulls(table.num_rows, pa.int64())
+        else:
+            pos = pc.index_in(lookup, value_set=state["key"].combine_chunks()).cast(pa.int64())
+        found = pc.is_valid(pos)
+        safe = pc.fill_null(pos, 0)
+        null = pa.scalar(None, pa.string())
+        if state.num_rows:
+            old_partition = pc.if_else(found, pc.take(state["partition"], safe), null)
+            old_file = pc.if_else(found, pc.take(state["file_id"], safe), null)
+        else:
+            old_partition = old_file = pa.nulls(table.num_rows, pa.string())
+        is_delete = table[DELETE]
+        moved = pc.and_(found, pc.not_equal(old_partition, table[PARTITION]))
+        moved = pc.fill_null(moved, False)
+
+        parts = []
+        # deletes of known keys go to their file group; deletes of unknown keys are dropped
+        del_mask = pc.and_(is_delete, found)
+        if pc.any(del_mask).as_py():
+            natural = self.operation == "delete" and not (self.ordering_field and
+                                                           self.ordering_field in table.column_names)
+            kind = DELETE_NATURAL if natural or not self.ordering_field else DELETE_ORDERED
+            dels = table.filter(del_mask)
+            parts.append(_routed(dels, pc.filter(old_partition, del_mask), pc.filter(old_file, del_mask), kind))
+        upsert = pc.invert(is_delete)
+        # updates in place
+        upd_mask = pc.and_(upsert, pc.and_(found, pc.invert(moved)))
+        if pc.any(upd_mask).as_py():
+            parts.append(_routed(table.filter(upd_mask), None, pc.filter(old_file, upd_mask), UPDATE))
+        # partition moves: a delete in the old file group, applied by arrival
+        mov_mask = pc.and_(upsert, moved)
+        if pc.any(mov_mask).as_py():
+            parts.append(_routed(table.filter(mov_mask), pc.filter(old_partition, mov_mask),
+                                 pc.filter(old_file, mov_mask), DELETE_NATURAL))
+        # inserts: new keys and moved keys
+        ins_mask = pc.and_(upsert, pc.or_(pc.invert(found), moved))
+        changes = []
+        if pc.any(ins_mask).as_py():
+            inserts = table.filter(ins_mask)
+            routed = self._pack_inserts(inserts, task)
+            parts.append(routed)
+            changes.append(routed.select([KEY, PARTITION, FILE_ID, KEY_GROUP]))
+        self._save(changes, states, deltas)
+        if not parts:
+            return self._empty(table)
+        out = pa.concat_tables([p.select(self._out_columns(table)) for p in parts])
+        return out
+
+    def _out_columns(self, table):
+        return self.data_columns + [KEY, PARTITION, FILE_ID, KIND, SEQ]
+
+    def _empty(self, table):
+        t = _routed(table.slice(0, 0), None, pa.array([], pa.string()), UPDATE)
+        return t.select(self._out_columns(table))
+
+    def _pack_inserts(self, inserts, task):
+        """Fill this task's small file groups of each partition, then new file groups, in key order."""
+        inserts = inserts.take(pc.sort_indices(inserts, sort_keys=[(PARTITION, "ascending"), (KEY, "ascending")]))
+        partitions = inserts[PARTITION].combine_chunks()
+        out_ids = np.empty(inserts.num_rows, dtype=object)
+        owned = self.small_files.get(task, {})
+        start = 0
+        values = partitions.to_pylist()
+        # boundaries between partitions (inserts are sorted by partition)
+        n = len(values)
+        change = np.flatnonzero(np.append(True, pc.not_equal(partitions.slice(1), partitions.slice(0, n - 1))
+                                          .to_numpy(zero_copy_only=False))) if n > 1 else np.array([0])
+        bounds = list(change) + [n]
+        for i in range(len(bounds) - 1):
+            start, end = bounds[i], bounds[i + 1]
+            partition = values[start]
+            count = end - start
+            ids, caps = [], []
+            for file_id, _base_instant, _base_file, capacity in owned.get(partition, []):
+                ids.append(file_id)
+                caps.append(capacity)
+            total = sum(caps)
+            k = 0
+            while total < count:
+                ids.append(new_file_id(self.instant, task, partition, k))
+                caps.append(self.new_file_capacity)
+                total += self.new_file_capacity
+                k += 1
+            repeats = np.minimum(np.array(caps, dtype=np.int64),
+                                 np.maximum(0, count - np.concatenate([[0], np.cumsum(caps)[:-1]])))
+            out_ids[start:end] = np.repeat(np.array(ids, dtype=object), repeats)
+        file_ids = pa.array(out_ids.tolist(), pa.string())
+        return _routed(inserts, None, file_ids, INSERT)
+
+    def _save(self, changes, states, deltas):
+        if not changes:
+            return
+        change = pa.concat_tables(changes)
+        lookup = self._lookup_keys(change)
+        for kg in pc.unique(change[KEY_GROUP]).to_pylist():
+            mask = pc.equal(change[KEY_GROUP], kg)
+            keys = pc.filter(lookup, mask)
+            parts = pc.filter(change[PARTITION], mask)
+            fids = pc.filter(change[FILE_ID], mask)
+            new_state = index_state.updated_state(states[kg], keys, parts, fids)
+            delta = pa.table({"key": keys, "partition": parts, "file_id": fids}, schema=index_state.STATE_SCHEMA)
+            index_state.save_state(self.base, kg, self.instant, new_state, delta, deltas[kg])
+
+
+def _routed(table, partition, file_ids, kind):
+    """Rows with their target file id, kind and (for deletes in another partition) target partition."""
+    if partition is not None:
+        table = table.set_column(table.column_names.index(PARTITION), PARTITION, partition)
+    n = table.num_rows
+    table = table.append_column(FILE_ID, file_ids)
+    return table.append_column(KIND, pa.array(np.full(n, kind, dtype=np.int8)))

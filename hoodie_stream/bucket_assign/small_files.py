@@ -1,0 +1,58 @@
+"""Small-file profile, computed by the coordinator before each micro-batch.
+
+A file slice is small when base size + log size x `hoodie.logfile.to.parquet.compression.ratio` is under the max
+file size; its free capacity in records comes from the average record size of recent commits. Each small file
+group is owned by exactly one bucket-assign task (a stable hash of its file id), so no two tasks ever write one
+file group in a micro-batch.
+"""
+
+import os
+import zlib
+
+from ..format.fs_view import FileSystemView
+
+RECENT_COMMITS = 5
+
+
+def owner_task(file_id, num_tasks):
+    return zlib.crc32(file_id.encode("utf-8")) % num_tasks
+
+
+def average_record_size(timeline, default):
+    """Bytes per record written by the most recent commits that wrote records; `default` until known."""
+    total_bytes = total_records = used = 0
+    for inst in reversed(timeline.commits_timeline()):
+        meta = timeline.read_commit_metadata(inst.timestamp)
+        records = sum((s.num_writes or 0) + (s.num_deletes or 0) for s in meta.all_write_stats())
+        if records <= 0:
+            continue
+        total_records += records
+        total_bytes += sum(s.total_write_bytes or 0 for s in meta.all_write_stats())
+        used += 1
+        if used >= RECENT_COMMITS:
+            break
+    if total_records <= 0 or total_bytes <= 0:
+        return float(default)
+    return max(1.0, total_bytes / total_records)
+
+
+def small_file_profile(base, timeline, max_file_size, ratio, record_size, num_tasks):
+    """{task index: {partition: [(file id, base instant, base file name or "", capacity in records)]}}."""
+    view = FileSystemView(base, timeline)
+    owners = {}
+    for fs in view.latest_slices():
+        base_size = os.path.getsize(fs.base_file_path(base)) if fs.base_file else 0
+        log_size = sum(os.path.getsize(p) for p in fs.log_file_paths(base) if os.path.exists(p))
+        size = base_size + log_size * ratio
+        if size >= max_file_size:
+            continue
+        capacity = int((max_file_size - size) / record_size)
+        if capacity <= 0:
+            continue
+        task = owner_task(fs.file_id, num_tasks)
+        owners.setdefault(task, {}).setdefault(fs.partition, []).append(
+            (fs.file_id, fs.base_instant, fs.base_file or "", capacity))
+    for parts in owners.values():
+        for files in parts.values():
+            files.sort(key=lambda f: f[0])
+    return owners

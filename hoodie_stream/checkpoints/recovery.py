@@ -1,0 +1,124 @@
+"""Recovery before a micro-batch writes: roll back what a crash left pending, and make the index state current.
+
+- Rollbacks a crash interrupted are finished; inflight or requested delta commits are rolled back (their files
+  deleted through a Hudi rollback instant), and the index state files they wrote are removed.
+- The index state covers the table when `LATEST` names the newest completed data instant. Otherwise (a crash
+  between commit and `LATEST`, a table Apache Hudi wrote, state files lost) it is rebuilt by a Spark job that
+  scans the latest file slices on the executors and writes a full state file per key group.
+"""
+
+import json
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..format.fs_view import FileSlice, FileSystemView
+from ..format.file_names import parse_log_file_name
+from ..format.reader import HoodieTable
+from ..format.rollback import finish_pending_rollbacks, rollback_instant
+from . import index_state
+
+WRITE_ACTIONS = ("deltacommit", "commit", "replacecommit")
+
+
+def rollback_pending_writes(base, timeline):
+    """Finish interrupted rollbacks and roll back pending write instants. Returns the instants rolled back."""
+    timeline.reload()
+    finish_pending_rollbacks(base, timeline)
+    timeline.reload()
+    done = []
+    for inst in timeline.pending(list(WRITE_ACTIONS)):
+        rollback_instant(base, timeline, inst)
+        index_state.remove_instant(base, inst.timestamp)
+        done.append(inst.timestamp)
+        timeline.reload()
+    return done
+
+
+def latest_data_instant(timeline):
+    """Newest completed instant that placed records (compaction commits keep file ids and do not count)."""
+    for inst in reversed(timeline.commits_timeline()):
+        if inst.action == "commit":
+            meta = timeline.read_commit_metadata(inst.timestamp)
+            if meta.compacted or meta.operation_type in ("COMPACT", "LOG_COMPACT"):
+                continue
+        return inst.timestamp
+    return None
+
+
+def index_is_current(base, timeline):
+    latest = latest_data_instant(timeline)
+    return latest is None or index_state.read_latest(base) == latest
+
+
+class _ReadKeys:
+    """mapInArrow: file slices in, (lookup key, partition, file id) of their live records out."""
+
+    def __init__(self, base, committed, global_index):
+        self.base = base
+        self.committed = committed
+        self.global_index = global_index
+
+    def __call__(self, batches):
+        table = HoodieTable(self.base)
+        schema = table.arrow_schema()
+        for batch in batches:
+            for row in batch.to_pylist():
+                logs = [parse_log_file_name(n) for n in json.loads(row["logs"])]
+                fs = FileSlice(row["partition"], row["file_id"], row["base_instant"], row["base_file"] or None, logs)
+                records = table.read_slice(fs, self.committed, schema)
+                record_keys = records["_hoodie_record_key"].combine_chunks()
+                parts = pa.array([row["partition"]] * records.num_rows, pa.string())
+                keys = record_keys
+                if not self.global_index:
+                    keys = pc.binary_join_element_wise(parts, record_keys, "\u0001")
+                yield pa.record_batch([keys, parts, pa.array([row["file_id"]] * records.num_rows, pa.string()),
+                                       record_keys], names=["key", "partition", "file_id", "record_key"])
+
+
+class _WriteStates:
+    """mapInArrow: (key, partition, file id, key group) in, one full state file per key group; yields groups."""
+
+    def __init__(self, base, instant):
+        self.base = base
+        self.instant = instant
+
+    def __call__(self, batches):
+        tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
+        if not tables:
+            return
+        table = pa.concat_tables(tables)
+        groups = pc.unique(table["kg"]).to_pylist()
+        for kg in groups:
+            state = table.filter(pc.equal(table["kg"], kg)).select(["key", "partition", "file_id"])
+            index_state.save_full(self.base, kg, self.instant, state)
+        yield pa.record_batch([pa.array(groups, pa.int32())], names=["kg"])
+
+
+def rebuild_index(spark, base, timeline, key_groups, global_index, tasks):
+    """Rebuild the index state from the table's latest file slices, as of the newest completed data instant."""
+    from pyspark.sql import functions as F
+
+    latest = latest_data_instant(timeline)
+    if latest is None:
+        return None
+    committed = {i.timestamp for i in timeline.commits_timeline()}
+    view = FileSystemView(base, timeline)
+    rows = [(fs.partition, fs.file_id, fs.base_instant, fs.base_file or "", json.dumps(fs.log_file_names()))
+            for fs in view.latest_slices()]
+    written = []
+    if rows:
+        slices = spark.createDataFrame(
+            rows, "partition string, file_id string, base_instant string, base_file string, logs string")
+        slices = slices.repartition(min(len(rows), max(1, tasks * 2)))
+        keys = slices.mapInArrow(_ReadKeys(base, committed, global_index),
+                                 "key string, partition string, file_id string, record_key string")
+        keys = keys.withColumn("kg", F.pmod(F.xxhash64("record_key"), F.lit(key_groups)).cast("int"))
+        written = [r.kg for r in keys.repartition(tasks, "kg").mapInArrow(
+            _WriteStates(base, latest), "kg int").collect()]
+    for kg in set(range(key_groups)) - set(written):
+        index_state.save_full(base, kg, latest, index_state.empty_state())
+    for kg in range(key_groups):
+        index_state.prune(base, kg, committed)
+    index_state.write_latest(base, latest)
+    return latest

@@ -1,0 +1,98 @@
+"""The write coordinator (driver side): one delta commit per micro-batch.
+
+requested -> inflight before any task writes; after the tasks: the completed deltacommit with every write stat,
+the schema and the streaming checkpoint; on any failure the instant is rolled back (its files deleted) and the
+error is raised so Spark retries the batch. An instant that wrote nothing (an empty batch, or input refused before
+any file was written) is removed without a trace.
+"""
+
+import json
+import re
+
+from ..checkpoints import index_state
+from ..checkpoints.batch_checkpoint import checkpoint_metadata
+from ..format.commit_metadata import WriteStat
+from ..format.errors import HoodieError
+from ..format.markers import list_markers
+from ..format.rollback import files_of_instant, rollback_instant
+
+_TASK_ERROR = re.compile(r"hoodie_stream\.format\.errors\.(Hoodie\w*Error): (.+)")
+
+
+class BatchResult:
+    def __init__(self, instant=None, stats=(), flushes=None, skipped=False):
+        self.instant = instant
+        self.stats = list(stats)
+        self.flushes = flushes or {}
+        self.skipped = skipped
+
+    @property
+    def num_writes(self):
+        return sum(s.num_writes for s in self.stats)
+
+    @property
+    def num_deletes(self):
+        return sum(s.num_deletes for s in self.stats)
+
+
+def parse_task_results(rows):
+    """Write stats and summed flush counts from the write tasks' result rows."""
+    stats, flushes = [], {"bucket": 0, "task": 0, "end": 0, "peak_buffered": 0, "peak_real": 0, "measured": 0}
+    for kind, payload in rows:
+        data = json.loads(payload)
+        if kind == "stat":
+            stats.append(WriteStat.from_dict(data))
+        else:
+            for cause in ("bucket", "task", "end", "measured"):
+                flushes[cause] += data[cause]
+            for peak in ("peak_buffered", "peak_real"):
+                flushes[peak] = max(flushes[peak], data[peak])
+    return stats, flushes
+
+
+def commit(txn, stats, identifier, batch_id):
+    txn.add_stats(stats)
+    extra = checkpoint_metadata(txn.writer.timeline, identifier, batch_id)
+    txn.commit(extra)
+    index_state.write_latest(txn.base, txn.instant)
+    return txn.instant
+
+
+def discard_empty(txn):
+    """Remove an instant that wrote no file: its timeline files, markers directory and index state files."""
+    timeline = txn.writer.timeline
+    timeline.reload()
+    for inst in [i for i in timeline.instants if i.timestamp == txn.instant]:
+        timeline.delete_instant_files(inst.timestamp, inst.action, only_pending=True)
+    index_state.remove_instant(txn.base, txn.instant)
+    from ..format.markers import delete_markers
+
+    delete_markers(txn.base, txn.instant)
+    timeline.reload()
+
+
+def abort(txn):
+    """Roll back a failed instant; without any file written it simply disappears."""
+    if not list_markers(txn.base, txn.instant) and not files_of_instant(txn.base, txn.instant):
+        discard_empty(txn)
+        return
+    timeline = txn.writer.timeline
+    timeline.reload()
+    inst = timeline.get(txn.instant)
+    if inst is not None and not inst.is_completed:
+        rollback_instant(txn.base, timeline, inst)
+    index_state.remove_instant(txn.base, txn.instant)
+    timeline.reload()
+
+
+def task_error(exc):
+    """The project's own error raised inside a Spark task, re-created on the driver (or None)."""
+    text = str(exc)
+    found = _TASK_ERROR.findall(text)
+    if not found:
+        return None
+    name, message = found[-1]
+    from ..format import errors
+
+    cls = getattr(errors, name, HoodieError)
+    return cls(message.strip())

@@ -1,0 +1,203 @@
+"""HoodieStreamSink: `df.writeStream.foreachBatch(HoodieStreamSink(path, options))`.
+
+Each micro-batch runs Hudi's Flink write chain as Spark jobs on the executors (records never travel to the
+driver): key-by -> shuffle by key group -> BucketAssigner -> shuffle by file group -> StreamWriteFunction; the
+driver coordinates one delta commit per micro-batch and makes the result exactly-once across restarts.
+"""
+
+import json
+import logging
+import os
+
+import pyarrow as pa
+
+from ..bucket_assign.assigner import FILE_ID, KIND, BucketAssigner
+from ..bucket_assign.small_files import average_record_size, small_file_profile
+from ..checkpoints import recovery
+from ..checkpoints.batch_checkpoint import last_batch_id, writer_identifier
+from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema
+from ..format.errors import HoodieConfigError, HoodieError, HoodieTableError
+from ..format.merge import merge_mode
+from ..format.writer import HoodieWriter, table_avro_schema
+from . import coordinator
+from .key_by import DELETE, KEY, KEY_GROUP, PARTITION, SEQ, KeyBy
+from .options import parse_options
+from .write_function import RESULT_SCHEMA, StreamWriteFunction
+
+log = logging.getLogger("hoodie_stream")
+
+
+class HoodieStreamSink:
+    """A picklable foreachBatch function writing each micro-batch as one Hudi delta commit."""
+
+    def __init__(self, path, options=None, **shortcuts):
+        self.path = os.path.abspath(str(path))
+        self.options = parse_options(self.path, options, **shortcuts)
+        self.last_result = None
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["last_result"] = None
+        return state
+
+    # -- the micro-batch -----------------------------------------------------------------------------------
+    def __call__(self, df, batch_id):
+        spark = df.sparkSession
+        query_id = spark.sparkContext.getLocalProperty("sql.streaming.queryId")
+        identifier = writer_identifier(self.options.checkpoint_identifier, query_id)
+        self._check_columns(df)
+        batch_arrow = _arrow_schema(df.schema)
+        writer = self._open_or_create(batch_arrow)
+        new_avro = self._check_schema(writer, batch_arrow)
+        recovery.rollback_pending_writes(writer.base, writer.timeline)
+        done = last_batch_id(writer.timeline, identifier)
+        if done is not None and batch_id <= done:
+            log.info("batch %s of %s already committed; skipped", batch_id, identifier)
+            self.last_result = coordinator.BatchResult(skipped=True)
+            return
+        tasks = self._tasks(spark)
+        if not recovery.index_is_current(writer.base, writer.timeline):
+            recovery.rebuild_index(spark, writer.base, writer.timeline, self.options.key_groups,
+                                   self.options.global_index, tasks[0])
+        txn = writer.start(operation=self.options.operation.upper())
+        if new_avro is not None:
+            txn.avro_schema = new_avro
+            txn.arrow_schema = avro_to_arrow_schema(new_avro)
+        try:
+            rows = self._run_chain(df, writer, txn, tasks)
+            stats, flushes = coordinator.parse_task_results(rows)
+        except BaseException as exc:
+            coordinator.abort(txn)
+            mine = coordinator.task_error(exc)
+            if mine is not None:
+                raise mine from None
+            raise
+        if not stats:
+            coordinator.discard_empty(txn)
+            self.last_result = coordinator.BatchResult(flushes=flushes)
+            return
+        try:
+            coordinator.commit(txn, stats, identifier, batch_id)
+        except BaseException:
+            coordinator.abort(txn)
+            raise
+        self.last_result = coordinator.BatchResult(txn.instant, stats, flushes)
+
+    # -- checks --------------------------------------------------------------------------------------------
+    def _check_columns(self, df):
+        names = set(df.columns)
+        o = self.options
+        wanted = [("record key", f) for f in o.record_key_fields] + [("partition path", f) for f in o.partition_fields]
+        if o.precombine_field and o.operation != "delete":
+            wanted.append(("precombine (ordering)", o.precombine_field))
+        for role, field in wanted:
+            if field not in names:
+                raise HoodieConfigError(f"{role} field {field!r} is not a column of the micro-batch "
+                                        f"(columns: {sorted(names)})")
+        meta = [c for c in df.columns if c in META_FIELDS]
+        if meta:
+            raise HoodieConfigError(f"the micro-batch carries Hudi meta column(s) {meta}; drop them before writing")
+
+    def _open_or_create(self, batch_arrow):
+        hoodie = os.path.join(self.path, ".hoodie")
+        o = self.options
+        if not os.path.isdir(hoodie):
+            if os.path.isdir(self.path) and [n for n in os.listdir(self.path) if not n.startswith(".")]:
+                raise HoodieTableError(self.path, "the directory is not empty and is not a Hudi table "
+                                                  "(no .hoodie/hoodie.properties)")
+            if o.operation == "delete":
+                raise HoodieTableError(self.path, "cannot delete from a table that does not exist yet")
+            HoodieWriter.create(
+                self.path, table_name=o.table_name, record_key_fields=o.record_key_fields, schema=batch_arrow,
+                precombine_field=o.precombine_field, partition_fields=o.partition_fields, hive_style=o.hive_style,
+                url_encode=o.url_encode, keygen_class=o.raw.get("hoodie.datasource.write.keygenerator.class"),
+                payload_class=o.payload_class, extra=_keygen_extra(o.raw))
+        writer = HoodieWriter(self.path)
+        cfg = writer.config
+        if cfg.table_type != "MERGE_ON_READ":
+            raise HoodieTableError(self.path, f"table type is {cfg.table_type}; the sink writes MERGE_ON_READ tables")
+        if list(cfg.record_key_fields) != list(o.record_key_fields):
+            raise HoodieConfigError(f"option 'hoodie.datasource.write.recordkey.field' is {o.record_key_fields} but "
+                                    f"the table at {self.path} has record key {cfg.record_key_fields}")
+        if list(cfg.partition_fields or []) != list(o.partition_fields):
+            raise HoodieConfigError(f"option 'hoodie.datasource.write.partitionpath.field' is {o.partition_fields} "
+                                    f"but the table at {self.path} is partitioned by {cfg.partition_fields}")
+        return writer
+
+    def _check_schema(self, writer, batch_arrow):
+        """None when the batch has the table's schema; the evolved Avro schema when it adds nullable columns at
+        the end; HoodieError for anything else."""
+        table_avro = writer.avro_schema()
+        table_arrow = avro_to_arrow_schema(table_avro)
+        batch_avro = table_avro_schema(writer.config.table_name, batch_arrow)
+        normalized = avro_to_arrow_schema(batch_avro)
+        for i, f in enumerate(table_arrow):
+            if i >= len(normalized) or normalized[i].name != f.name:
+                raise HoodieError(
+                    f"schema of the micro-batch is incompatible with the table at {self.path}: column {f.name!r} "
+                    f"is missing or out of place (table columns {table_arrow.names}, batch {normalized.names})")
+            if not normalized[i].type.equals(f.type):
+                raise HoodieError(
+                    f"schema of the micro-batch is incompatible with the table at {self.path}: column {f.name!r} "
+                    f"is {normalized[i].type} in the batch but {f.type} in the table")
+        extra = list(normalized)[len(table_arrow):]
+        if not extra:
+            return None
+        for f in extra:
+            if not batch_arrow.field(f.name).nullable:
+                raise HoodieError(f"new column {f.name!r} must be nullable to evolve the table at {self.path}")
+        return batch_avro
+
+    def _tasks(self, spark):
+        default = spark.sparkContext.defaultParallelism
+        o = self.options
+        return (o.bucket_assign_tasks or default, o.write_tasks or default)
+
+    # -- the chain -----------------------------------------------------------------------------------------
+    def _run_chain(self, df, writer, txn, tasks):
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        o = self.options
+        assign_tasks, write_tasks = tasks
+        data_columns = list(df.columns)
+        mode, ordering = merge_mode(writer.config.props)
+        timeline = writer.timeline
+        committed = {i.timestamp for i in timeline.commits_timeline()}
+        record_size = average_record_size(timeline, o.record_size_estimate)
+        small = small_file_profile(writer.base, timeline, o.max_file_size, o.log_to_parquet_ratio, record_size,
+                                   assign_tasks)
+
+        keyed_schema = T.StructType(df.schema.fields + [
+            T.StructField(SEQ, T.LongType()), T.StructField(KEY, T.StringType()),
+            T.StructField(PARTITION, T.StringType()), T.StructField(DELETE, T.BooleanType())])
+        keyed = df.withColumn(SEQ, F.monotonically_increasing_id()).mapInArrow(
+            KeyBy(dict(writer.config.props), o.precombine_field, o.operation), keyed_schema)
+        keyed = keyed.withColumn(KEY_GROUP, F.pmod(F.xxhash64(F.col(KEY)), F.lit(o.key_groups)).cast("int"))
+        routed_schema = T.StructType(df.schema.fields + [
+            T.StructField(KEY, T.StringType()), T.StructField(PARTITION, T.StringType()),
+            T.StructField(FILE_ID, T.StringType()), T.StructField(KIND, T.ByteType()),
+            T.StructField(SEQ, T.LongType())])
+        assigner = BucketAssigner(writer.base, txn.instant, committed, o.global_index, o.operation, ordering,
+                                  mode == "EVENT_TIME_ORDERING", small, o.max_file_size / record_size, data_columns)
+        routed = keyed.repartition(assign_tasks, KEY_GROUP).mapInArrow(assigner, routed_schema)
+        write_fn = StreamWriteFunction(writer.base, txn.instant, txn.avro_schema, data_columns, ordering,
+                                       o.batch_size_bytes, o.task_max_size_bytes)
+        results = routed.repartition(write_tasks, FILE_ID).mapInArrow(
+            write_fn, T.StructType([T.StructField(n, T.StringType()) for n in RESULT_SCHEMA.names]))
+        return [(r["kind"], r["payload"]) for r in results.collect()]
+
+
+def _arrow_schema(spark_schema):
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(spark_schema, timezone="UTC")
+
+
+def _keygen_extra(raw):
+    return {k: v for k, v in raw.items() if k.startswith(("hoodie.keygen.timebased.", "hoodie.write.complex."))}
+
+
+def sink_result_json(result):
+    return json.dumps({"instant": result.instant, "writes": result.num_writes, "deletes": result.num_deletes,
+                       "flushes": result.flushes})

@@ -1,0 +1,217 @@
+"""StreamWriteFunction: the third operator, one Spark task per group of buckets (after the file-id shuffle).
+
+Records are buffered per bucket (file group). Their sizes are estimated by sampling with pympler, as Hudi's
+Flink writer does with its object-size calculator: the first record is measured, then about one record in 100,
+and the last measured size stands for the records in between. Flushes:
+- a bucket whose buffer passes `write.batch.size` is flushed (cause "bucket");
+- when the task's buffered total passes `write.task.max.size`, the largest bucket is flushed (cause "task");
+- everything left is flushed at the end of the micro-batch (cause "end").
+A flush appends a new log file version to the file group: an AVRO_DATA block for upserts and a DELETE block for
+deletes. The task returns one row per file written (its write stat as JSON) and its flush counts.
+"""
+
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pympler import asizeof
+
+from ..bucket_assign.assigner import DELETE_NATURAL, DELETE_ORDERED, FILE_ID, INSERT, KIND
+from ..format.file_names import write_token
+from ..format.fs_view import FileSystemView, list_file_groups
+from ..format.timeline import Timeline
+from ..format.write_handles import append_log
+from .key_by import KEY, PARTITION, SEQ
+
+SAMPLE_RATE = 0.01
+RESULT_SCHEMA = pa.schema([("kind", pa.string()), ("payload", pa.string())])
+_EMPTY_SLICE_SIZE = None
+
+
+def _row_size(table, i):
+    """pympler's size of one buffered record (an Arrow row slice), without the slice object's own overhead."""
+    global _EMPTY_SLICE_SIZE
+    if _EMPTY_SLICE_SIZE is None:
+        _EMPTY_SLICE_SIZE = asizeof.asizeof(table.slice(0, 0))
+    return max(1, asizeof.asizeof(table.slice(i, 1)) - _EMPTY_SLICE_SIZE)
+
+
+class SizeSampler:
+    """Estimated bytes of records: measure the first, then ~1 in 100, reuse the last measurement in between."""
+
+    def __init__(self, seed=0):
+        self.rng = np.random.default_rng(seed)
+        self.last = None
+        self.measured = 0
+
+    def estimate(self, table):
+        n = table.num_rows
+        if n == 0:
+            return 0
+        sampled = np.flatnonzero(self.rng.random(n) < SAMPLE_RATE)
+        if self.last is None and (len(sampled) == 0 or sampled[0] != 0):
+            sampled = np.concatenate([[0], sampled])
+        if len(sampled) == 0:
+            return self.last * n
+        sizes = np.array([_row_size(table, int(i)) for i in sampled], dtype=np.int64)
+        self.measured += len(sampled)
+        # rows before the first sample use the previous measurement; each sample stands until the next
+        before = sampled[0] * (self.last or sizes[0])
+        spans = np.diff(np.append(sampled, n))
+        self.last = int(sizes[-1])
+        return int(before + int((sizes * spans).sum()))
+
+
+class Bucket:
+    __slots__ = ("partition", "tables", "bytes", "rows")
+
+    def __init__(self, partition):
+        self.partition = partition
+        self.tables = []
+        self.bytes = 0
+        self.rows = 0
+
+
+class StreamWriteFunction:
+    """Picklable mapInArrow function for the write stage of one micro-batch."""
+
+    def __init__(self, base, instant, avro_schema, data_columns, ordering_field, batch_size_bytes,
+                 task_max_bytes):
+        self.base = base
+        self.instant = instant
+        self.avro_schema = avro_schema
+        self.data_columns = data_columns
+        self.ordering_field = ordering_field
+        self.batch_size_bytes = batch_size_bytes
+        self.task_max_bytes = task_max_bytes
+
+    def __call__(self, batches):
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        token = write_token(ctx.partitionId(), ctx.stageId(), ctx.attemptNumber()) if ctx else write_token(0, 0, 0)
+        task = ctx.partitionId() if ctx else 0
+        writer = BufferedWriter(self, token, task)
+        for batch in batches:
+            writer.add(pa.Table.from_batches([batch]))
+        writer.flush_all()
+        yield writer.results()
+
+
+class BufferedWriter:
+    """The buffers and flush policy of one write task."""
+
+    def __init__(self, fn, token, task):
+        self.fn = fn
+        self.token = token
+        self.task = task
+        self.buckets = {}
+        self.total = 0
+        self.sampler = SizeSampler(seed=task)
+        self.stats = []
+        self.flushes = {"bucket": 0, "task": 0, "end": 0}
+        self.peak_buffered = 0
+        self.peak_real = 0
+        self._slices = {}  # partition -> {file id: (base instant, base file name)}
+        self._timeline = None
+
+    # -- buffering -----------------------------------------------------------------------------------------
+    def add(self, table):
+        if table.num_rows == 0:
+            return
+        order = pc.sort_indices(table, sort_keys=[(FILE_ID, "ascending")])
+        table = table.take(order)  # a compact copy: buffers never pin Spark's input batches
+        ids = table[FILE_ID].combine_chunks()
+        n = len(ids)
+        starts = np.flatnonzero(np.append(True, pc.not_equal(ids.slice(1), ids.slice(0, n - 1)).to_numpy(
+            zero_copy_only=False))) if n > 1 else np.array([0])
+        bounds = list(starts) + [n]
+        for i in range(len(bounds) - 1):
+            chunk = table.slice(bounds[i], bounds[i + 1] - bounds[i])
+            file_id = ids[bounds[i]].as_py()
+            bucket = self.buckets.get(file_id)
+            if bucket is None:
+                bucket = self.buckets[file_id] = Bucket(chunk[PARTITION][0].as_py())
+            size = self.sampler.estimate(chunk)
+            bucket.tables.append(chunk)
+            bucket.bytes += size
+            bucket.rows += chunk.num_rows
+            self.total += size
+            self._track_peak()
+            if bucket.bytes > self.fn.batch_size_bytes:
+                self.flush(file_id, "bucket")
+            while self.total > self.fn.task_max_bytes and self.buckets:
+                largest = max(self.buckets, key=lambda f: self.buckets[f].bytes)
+                self.flush(largest, "task")
+
+    def _track_peak(self):
+        self.peak_buffered = max(self.peak_buffered, self.total)
+        real = sum(t.nbytes for b in self.buckets.values() for t in b.tables)
+        self.peak_real = max(self.peak_real, real)
+
+    def flush_all(self):
+        for file_id in sorted(self.buckets):
+            self.flush(file_id, "end")
+
+    # -- flushing ------------------------------------------------------------------------------------------
+    def flush(self, file_id, cause):
+        bucket = self.buckets.pop(file_id)
+        self.total -= bucket.bytes
+        self.flushes[cause] += 1
+        table = pa.concat_tables(bucket.tables)
+        bucket.tables = []
+        kinds = table[KIND]
+        is_delete = pc.or_(pc.equal(kinds, DELETE_ORDERED), pc.equal(kinds, DELETE_NATURAL))
+        data = table.filter(pc.invert(is_delete))
+        dels = table.filter(is_delete)
+        base_instant, base_file, new_group = self._slice_of(bucket.partition, file_id, table)
+        records = keys = None
+        if data.num_rows:
+            data = data.take(pc.sort_indices(data, sort_keys=[(SEQ, "ascending")]))
+            records = data.select(self.fn.data_columns)
+            keys = data[KEY].combine_chunks()
+        deletes = None
+        if dels.num_rows:
+            ordering = None
+            if self.fn.ordering_field and self.fn.ordering_field in dels.column_names:
+                natural = pc.equal(dels[KIND], DELETE_NATURAL)
+                values = dels[self.fn.ordering_field].to_pylist()
+                ordering = [None if nat else v for v, nat in zip(values, natural.to_pylist())]
+            deletes = (dels[KEY].to_pylist(), ordering)
+        inserts = pc.sum(pc.equal(table[KIND], INSERT)).as_py() or 0
+        stat = append_log(self.fn.base, self.fn.instant, bucket.partition, file_id, base_instant,
+                          self.fn.avro_schema, records=records, keys=keys, deletes=deletes, token=self.token,
+                          task_id=self.task, base_file=base_file, num_inserts=inserts, new_file_group=new_group)
+        if stat is not None:
+            self.stats.append(stat)
+
+    def _slice_of(self, partition, file_id, table):
+        """(base instant, base file name, new file group?) of the latest slice of a file group."""
+        if partition not in self._slices:
+            if self._timeline is None:
+                self._timeline = Timeline(self.fn.base)
+            view = FileSystemView(self.fn.base, self._timeline)
+            slices = {}
+            if os.path.isdir(os.path.join(self.fn.base, partition) if partition else self.fn.base):
+                for group in list_file_groups(self.fn.base, partition):
+                    found = view.slices(group)
+                    if found:
+                        slices[group.file_id] = (found[-1].base_instant, found[-1].base_file or "")
+            self._slices[partition] = slices
+        known = self._slices[partition].get(file_id)
+        if known is not None:
+            return known[0], known[1], False
+        # a new file group: a log-only slice whose base instant is this instant
+        self._slices[partition][file_id] = (self.fn.instant, "")
+        return self.fn.instant, "", True
+
+    def results(self):
+        rows = [("stat", json.dumps(s.to_dict())) for s in self.stats]
+        rows.append(("flushes", json.dumps(dict(self.flushes, task_index=self.task, peak_buffered=self.peak_buffered,
+                                                peak_real=self.peak_real,
+                                                measured=self.sampler.measured))))
+        kinds, payloads = zip(*rows)
+        return pa.record_batch([pa.array(kinds, pa.string()), pa.array(payloads, pa.string())],
+                               schema=RESULT_SCHEMA)
