@@ -36,3 +36,30 @@ def fixture_table(tmp_path):
         return unzip_table(zip_path, tmp_path / Path(name).stem)
 
     return make
+
+
+def spark_builder(master="local[2]", app="hoodie-stream-tests"):
+    """A SparkSession builder whose Python workers run this interpreter (the project's virtualenv)."""
+    import os
+    import sys
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    return (SparkSession.builder.master(master).appName(app)
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.default.parallelism", "2")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.driver.memory", "1g")
+            .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true"))
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one shared local SparkSession of the test session."""
+    session = spark_builder().getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

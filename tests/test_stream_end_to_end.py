@@ -1,0 +1,42 @@
+"""End to end: a streaming query (file source) through HoodieStreamSink, checked after every micro-batch against
+the plain-Python model, through hudi-rs and through HoodieTable.read."""
+
+import json
+
+from hoodie_stream import HoodieStreamSink, HoodieTable
+from oracle import rs_completed_instants, rs_read
+from stream_model import OPTIONS, SCHEMA_DDL, TableModel, generate_batches, table_rows, write_batch_file
+
+N_BATCHES = 22
+
+
+def test_stream_matches_model_after_every_batch(spark, tmp_path):
+    source, base, chk = str(tmp_path / "in"), str(tmp_path / "table"), str(tmp_path / "chk")
+    batches = generate_batches(N_BATCHES, seed=11)
+    model = TableModel()
+    sink = HoodieStreamSink(base, OPTIONS)
+    write_batch_file(source, 0, batches[0])
+    stream = spark.readStream.schema(SCHEMA_DDL).option("maxFilesPerTrigger", 1).json(source)
+    query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", chk).start()
+    try:
+        for i, events in enumerate(batches):
+            if i:
+                write_batch_file(source, i, events)
+            query.processAllAvailable()
+            model.apply_batch(events)
+            expected = model.rows()
+            assert table_rows(rs_read(base)) == expected, f"hudi-rs after batch {i}"
+            assert table_rows(HoodieTable(base).read()) == expected, f"HoodieTable after batch {i}"
+    finally:
+        query.stop()
+    table = HoodieTable(base)
+    instants = table.timeline.commits_timeline()
+    assert [i.action for i in instants] == ["deltacommit"] * N_BATCHES
+    assert [i.timestamp for i in instants] == rs_completed_instants(base)
+    batch_ids = []
+    for inst in instants:
+        extra = table.timeline.read_commit_metadata(inst.timestamp).extra_metadata
+        (identifier, batch_id), = json.loads(extra["_hudi_streaming_sink_checkpoint"]).items()
+        assert identifier == f"default_single_writer-{query.id}"
+        batch_ids.append(int(batch_id))
+    assert batch_ids == list(range(N_BATCHES))
