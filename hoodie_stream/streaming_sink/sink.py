@@ -114,6 +114,9 @@ class HoodieStreamSink:
                 payload_class=o.payload_class, extra=_keygen_extra(o.raw))
         writer = HoodieWriter(self.path)
         cfg = writer.config
+        if not cfg.populate_meta_fields:
+            raise HoodieTableError(self.path, "the table was written with hoodie.populate.meta.fields=false; the "
+                                              "sink writes meta fields and refuses to mix them in")
         if cfg.table_type != "MERGE_ON_READ":
             raise HoodieTableError(self.path, f"table type is {cfg.table_type}; the sink writes MERGE_ON_READ tables")
         if list(cfg.record_key_fields) != list(o.record_key_fields):

@@ -1,0 +1,133 @@
+"""Exactly-once bookkeeping of the sink, driven batch by batch as foreachBatch would call it."""
+
+import os
+import shutil
+
+import pyarrow as pa
+import pytest
+
+from hoodie_stream import HoodieStreamSink, HoodieTable
+from hoodie_stream.checkpoints import index_state
+from hoodie_stream.format.fs_view import FileSystemView
+from hoodie_stream.format.writer import HoodieWriter
+from oracle import rs_read
+from stream_model import OPTIONS, SCHEMA_DDL, TableModel, generate_batches, table_rows
+
+
+@pytest.fixture
+def query(spark):
+    """Set the streaming query id the sink sees (as Spark does inside a streaming query)."""
+    sc = spark.sparkContext
+
+    def set_id(query_id):
+        sc.setLocalProperty("sql.streaming.queryId", query_id)
+
+    yield set_id
+    sc.setLocalProperty("sql.streaming.queryId", None)
+
+
+def df_of(spark, events):
+    return spark.createDataFrame([tuple(e[c] for c in ["id", "city", "ts", "v", "_hoodie_is_deleted"])
+                                  for e in events], SCHEMA_DDL)
+
+
+def test_replayed_batch_is_skipped_and_new_query_is_not(spark, tmp_path, query):
+    base = str(tmp_path / "t")
+    batches = generate_batches(3, seed=3)
+    model = TableModel()
+    sink = HoodieStreamSink(base, OPTIONS)
+    query("q-1")
+    for i, events in enumerate(batches[:2]):
+        sink(df_of(spark, events), i)
+        model.apply_batch(events)
+    sink(df_of(spark, batches[1]), 1)  # Spark replays batch 1 after a restart: skipped
+    assert sink.last_result.skipped
+    assert len(HoodieTable(base).timeline.commits_timeline()) == 2
+    assert table_rows(rs_read(base)) == model.rows()
+    query("q-2")  # a new checkpoint location starts a new query whose batch ids restart at 0
+    sink(df_of(spark, batches[2]), 0)
+    model.apply_batch(batches[2])
+    assert not sink.last_result.skipped
+    assert table_rows(rs_read(base)) == model.rows()
+
+
+def test_inflight_instant_left_by_a_crash_is_rolled_back(spark, tmp_path, query):
+    base = str(tmp_path / "t")
+    batches = generate_batches(2, seed=4)
+    model = TableModel()
+    query("q")
+    sink = HoodieStreamSink(base, OPTIONS)
+    sink(df_of(spark, batches[0]), 0)
+    model.apply_batch(batches[0])
+    # a crashed writer left an inflight instant with a log file and an index delta behind
+    writer = HoodieWriter(base)
+    txn = writer.start()
+    fs = next(iter(FileSystemView(base).latest_slices()))
+    junk = pa.table({"id": [999], "city": ["chennai"], "ts": [10**6], "v": ["junk"], "_hoodie_is_deleted": [False]})
+    txn.append_log(fs.partition, fs.file_id, fs.base_instant, junk)
+    index_state.save_state(base, 0, txn.instant, index_state.empty_state(), index_state.empty_state(), 0)
+    assert table_rows(rs_read(base)) == model.rows()
+    sink(df_of(spark, batches[1]), 1)
+    model.apply_batch(batches[1])
+    table = HoodieTable(base)
+    assert not [i for i in table.timeline.pending() if i.action == "deltacommit"]
+    assert any(i.action == "rollback" for i in table.timeline.completed())
+    assert table_rows(rs_read(base)) == model.rows()
+    assert not os.path.exists(os.path.join(index_state.group_dir(base, 0), txn.instant + ".delta.parquet"))
+
+
+def test_lost_index_state_is_rebuilt(spark, tmp_path, query):
+    base = str(tmp_path / "t")
+    batches = generate_batches(4, seed=5)
+    model = TableModel()
+    query("q")
+    sink = HoodieStreamSink(base, OPTIONS)
+    for i, events in enumerate(batches[:2]):
+        sink(df_of(spark, events), i)
+        model.apply_batch(events)
+    shutil.rmtree(index_state.index_dir(base))
+    index_state._CACHE.clear()
+    for i, events in enumerate(batches[2:], start=2):
+        sink(df_of(spark, events), i)
+        model.apply_batch(events)
+    assert index_state.read_latest(base) == HoodieTable(base).timeline.commits_timeline()[-1].timestamp
+    assert table_rows(rs_read(base)) == model.rows()
+
+
+def test_empty_batches_write_nothing(spark, tmp_path, query):
+    base = str(tmp_path / "t")
+    query("q")
+    sink = HoodieStreamSink(base, OPTIONS)
+    sink(df_of(spark, generate_batches(1, seed=6)[0]), 0)
+    before = sorted(os.listdir(os.path.join(base, ".hoodie")))
+    sink(spark.createDataFrame([], SCHEMA_DDL), 1)
+    # deletes of keys the table never held write nothing either
+    sink(df_of(spark, [{"id": 10**6, "city": "x", "ts": 1, "v": "", "_hoodie_is_deleted": True}]), 2)
+    assert sorted(os.listdir(os.path.join(base, ".hoodie"))) == before
+    assert len(HoodieTable(base).timeline.commits_timeline()) == 1
+
+
+def test_insert_operation_skips_the_index_lookup(spark, tmp_path, query):
+    base = str(tmp_path / "t")
+    query("q")
+    HoodieStreamSink(base, OPTIONS)(df_of(spark, [{"id": 1, "city": "a", "ts": 1, "v": "one",
+                                                   "_hoodie_is_deleted": False}]), 0)
+    insert = HoodieStreamSink(base, dict(OPTIONS, **{"hoodie.datasource.write.operation": "insert"}))
+    insert(df_of(spark, [{"id": 1, "city": "b", "ts": 2, "v": "dup", "_hoodie_is_deleted": False}]), 1)
+    stats = insert.last_result.stats
+    assert sum(s.num_inserts for s in stats) == 1 and all(s.prev_commit == "null" for s in stats)
+    rows = table_rows(rs_read(base))
+    assert sorted(r["v"] for r in rows) == ["dup", "one"]
+
+
+def test_partition_move_with_and_without_global_index(spark, tmp_path, query):
+    query("q")
+    row = {"id": 7, "city": "a", "ts": 1, "v": "first", "_hoodie_is_deleted": False}
+    moved = dict(row, city="b", ts=2, v="moved")
+    for global_index, expected in (("true", [("b", "moved")]), ("false", [("a", "first"), ("b", "moved")])):
+        base = str(tmp_path / f"t-{global_index}")
+        sink = HoodieStreamSink(base, dict(OPTIONS, **{"index.global.enabled": global_index}))
+        sink(df_of(spark, [row]), 0)
+        sink(df_of(spark, [moved]), 1)
+        rows = table_rows(rs_read(base))
+        assert sorted((r["city"], r["v"]) for r in rows) == expected, global_index
