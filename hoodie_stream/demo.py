@@ -1,36 +1,64 @@
-"""The local demo: a few commits of inserts, updates and deletes, then the table's summary."""
+"""The local demo: a streaming query on local Spark writes generated CDC micro-batches through HoodieStreamSink,
+then the table's commits and row count are printed."""
 
+import json
+import os
+import random
+import sys
 import tempfile
 
-import pyarrow as pa
-
+from .format.reader import HoodieTable
 from .format.summary import table_summary
-from .format.writer import HoodieWriter
 
-SCHEMA = pa.schema([("id", pa.int64()), ("city", pa.string()), ("ts", pa.int64()), ("fare", pa.float64())])
-CITIES = ["sf", "nyc", "chennai"]
-
-
-def _rows(ids, ts):
-    return pa.table({"id": ids, "city": [CITIES[i % 3] for i in ids], "ts": [ts] * len(ids),
-                     "fare": [float(i) * ts for i in ids]}, schema=SCHEMA)
+CITIES = ["san_francisco", "sao_paulo", "chennai"]
+SCHEMA = "id long, city string, ts long, fare double, _hoodie_is_deleted boolean"
 
 
-def run_demo(path=None):
-    base = path or tempfile.mkdtemp(prefix="hoodie-stream-demo-")
-    writer = HoodieWriter.create(base, table_name="demo", record_key_fields=["id"], schema=SCHEMA,
-                                 precombine_field="ts", partition_fields=["city"], hive_style=True)
-    groups = {}
-    txn = writer.start(operation="INSERT")
-    for city in CITIES:
-        ids = [i for i in range(30) if CITIES[i % 3] == city]
-        groups[city] = txn.insert_log_only(f"city={city}", _rows(ids, 1)).file_id
-    first = txn.commit()
-    txn = writer.start()
-    for city in CITIES:
-        ids = [i for i in range(0, 30, 2) if CITIES[i % 3] == city]
-        dels = [str(i) for i in range(1, 30, 5) if CITIES[i % 3] == city]
-        txn.append_log(f"city={city}", groups[city], first, _rows(ids, 2), deletes=(dels, [2] * len(dels)))
-    txn.commit()
+def _generate(source, batches, per_batch, seed=1):
+    """One JSON-lines file per micro-batch: inserts, updates (some moving city) and deletes of order ids."""
+    rng = random.Random(seed)
+    os.makedirs(source, exist_ok=True)
+    for b in range(batches):
+        path = os.path.join(source, f"part-{b:04d}.json")
+        with open(path, "w") as f:
+            for _ in range(per_batch):
+                key = rng.randrange(per_batch * 2)
+                f.write(json.dumps({"id": key, "city": rng.choice(CITIES), "ts": b * 1000 + rng.randrange(1000),
+                                    "fare": round(rng.random() * 100, 2),
+                                    "_hoodie_is_deleted": b > 0 and rng.random() < 0.05}) + "\n")
+        os.utime(path, (1_700_000_000 + b, 1_700_000_000 + b))
+
+
+def run_demo(path=None, batches=5, per_batch=2000):
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from .streaming_sink.sink import HoodieStreamSink
+
+    work = tempfile.mkdtemp(prefix="hoodie-stream-demo-")
+    base = path or os.path.join(work, "orders")
+    source = os.path.join(work, "source")
+    _generate(source, batches, per_batch)
+    spark = (SparkSession.builder.master("local[2]").appName("hoodie-stream-demo")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        sink = HoodieStreamSink(base, {
+            "hoodie.table.name": "orders",
+            "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.precombine.field": "ts",
+            "hoodie.datasource.write.partitionpath.field": "city",
+            "hoodie.datasource.write.hive_style_partitioning": "true",
+        })
+        stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(source)
+        query = (stream.writeStream.foreachBatch(sink)
+                 .option("checkpointLocation", os.path.join(work, "checkpoint"))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+    finally:
+        spark.stop()
     print(table_summary(base))
+    print(f"rows: {HoodieTable(base).read().num_rows}  (table at {base})")
     return base

@@ -49,6 +49,7 @@ def spark_builder(master="local[2]", app="hoodie-stream-tests"):
 
     return (SparkSession.builder.master(master).appName(app)
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "2")
             .config("spark.default.parallelism", "2")
             .config("spark.sql.session.timeZone", "UTC")
