@@ -13,7 +13,7 @@ import time
 from .avro_models import read_container, write_container
 from .file_names import parse_base_file_name, parse_log_file_name
 from .fs_view import list_partitions
-from .instant import Instant, new_instant_time
+from .instant import Instant
 from .markers import delete_markers, list_markers
 
 
@@ -58,9 +58,8 @@ def rollback_plan(base, instant):
 
 def rollback_instant(base, timeline, instant):
     """Roll back one pending instant (requested or inflight)."""
-    ts = new_instant_time(timeline.last_instant_time())
     plan = rollback_plan(base, instant)
-    timeline.create_requested(ts, "rollback", write_container("HoodieRollbackPlan", plan))
+    ts = timeline.create_new("rollback", write_container("HoodieRollbackPlan", plan))
     timeline.transition_to_inflight(ts, "rollback", b"")
     _execute(base, timeline, ts, plan)
 

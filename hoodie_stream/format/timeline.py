@@ -1,15 +1,19 @@
 """The active timeline in .hoodie/ (layout version 1): listing, filtering, atomic state transitions."""
 
 import os
+import threading
 import re
 import uuid
 
 from .avro_models import read_container
 from .commit_metadata import CommitMetadata
 from .errors import HoodieFormatError, HoodieTimelineError
-from .instant import COMMIT_ACTIONS, COMPLETED, INFLIGHT, REQUESTED, STATE_ORDER, Instant
+from .instant import COMMIT_ACTIONS, COMPLETED, INFLIGHT, REQUESTED, STATE_ORDER, Instant, new_instant_time
 
 _TIMESTAMP = re.compile(r"^\d{14}(\d{3})?$")
+
+
+NEW_INSTANT_LOCK = threading.RLock()
 
 
 class Timeline:
@@ -134,6 +138,15 @@ class Timeline:
         inst = self._write_new(Instant(ts, action, REQUESTED), content)
         self.reload()
         return inst
+
+    def create_new(self, action, content=b""):
+        """Add a requested instant with a new instant time, atomically with respect to the other threads of this
+        process (a table service thread and the writer never pick clashing times). Returns the instant time."""
+        with NEW_INSTANT_LOCK:
+            self.reload()
+            ts = new_instant_time(self.last_instant_time())
+            self.create_requested(ts, action, content)
+            return ts
 
     def transition_to_inflight(self, ts, action, content=b""):
         """requested -> inflight (the requested file stays, as in layout 1)."""

@@ -18,7 +18,6 @@ from .avro_schema import arrow_to_avro_schema, avro_to_arrow_schema
 from .commit_metadata import CommitMetadata
 from .errors import HoodieError, HoodieTimelineError
 from .file_names import new_file_id
-from .instant import new_instant_time
 from .keygen import make_key_generator
 from .markers import delete_markers
 from .partition_metadata import write_partition_metadata
@@ -112,8 +111,7 @@ class HoodieWriter:
             raise HoodieTimelineError(
                 f"{self.base}: instant {pending[0].timestamp} is still pending; roll it back before writing"
             )
-        instant = instant_time or new_instant_time(self.timeline.last_instant_time())
-        return Transaction(self, instant, action, operation)
+        return Transaction(self, instant_time, action, operation)
 
     def rollback_pending(self):
         """Roll back every pending write instant (left by a crash). Returns the instants rolled back."""
@@ -142,7 +140,10 @@ class Transaction:
         self.arrow_schema = avro_to_arrow_schema(self.avro_schema)
         self._partitions = set()
         timeline = writer.timeline
-        timeline.create_requested(instant, action)
+        if instant is None:
+            self.instant = instant = timeline.create_new(action)
+        else:
+            timeline.create_requested(instant, action)
         inflight = CommitMetadata({}, False, {}, operation, None)
         timeline.transition_to_inflight(instant, action, inflight.to_json())
 
