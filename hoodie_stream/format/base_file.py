@@ -116,3 +116,69 @@ def read_bloom_filter(path):
     """The file's bloom filter, or None when the footer has none."""
     text = read_footer(path).get(BLOOM_FILTER_KEY)
     return BloomFilter.deserialize(text) if text else None
+
+
+class BaseFileWriter:
+    """Write a base file in chunks (bounded memory): row groups as they come, Hudi footers at close.
+
+    The bloom filter and min/max record key accumulate over the chunks; the file appears under its name only
+    when close() succeeds (temp name + rename). abort() removes the temp file.
+    """
+
+    def __init__(self, path, schema, *, avro_schema_json=None, compression=DEFAULT_COMPRESSION):
+        self.path = os.fspath(path)
+        directory, name = os.path.split(self.path)
+        self.tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+        self.schema = _ordered(schema.empty_table()).schema
+        self.avro_schema_json = avro_schema_json
+        self.bloom = BloomFilter()
+        self.min_key = self.max_key = None
+        self.rows = 0
+        self._writer = pq.ParquetWriter(
+            self.tmp, self.schema, compression=compression, coerce_timestamps="us",
+            allow_truncated_timestamps=True, store_decimal_as_integer=True, use_compliant_nested_type=True,
+            write_statistics=True)
+
+    def write(self, table):
+        if table.num_rows == 0:
+            return
+        table = _ordered(table).cast(self.schema)
+        keys = table["_hoodie_record_key"].combine_chunks()
+        if keys.null_count:
+            raise HoodieFormatError(f"{self.path}: records need a non-null _hoodie_record_key")
+        self.bloom.add_keys(keys)
+        low, high = key_range(keys)
+        if self.min_key is None or _java_less(low, self.min_key):
+            self.min_key = low
+        if self.max_key is None or _java_less(self.max_key, high):
+            self.max_key = high
+        self._writer.write_table(table)
+        self.rows += table.num_rows
+
+    def close(self):
+        meta = {BLOOM_FILTER_KEY: self.bloom.serialize(), BLOOM_TYPE_CODE_KEY: TYPE_CODE}
+        if self.min_key is not None:
+            meta[MIN_KEY], meta[MAX_KEY] = self.min_key, self.max_key
+        if self.avro_schema_json is not None:
+            meta[AVRO_SCHEMA_KEY] = self.avro_schema_json
+            meta[WRITER_MODEL_KEY] = "avro"
+        try:
+            self._writer.add_key_value_metadata(meta)
+            self._writer.close()
+            os.replace(self.tmp, self.path)
+        except BaseException:
+            self.abort()
+            raise
+        return os.path.getsize(self.path)
+
+    def abort(self):
+        try:
+            self._writer.close()
+        except Exception:
+            pass
+        if os.path.exists(self.tmp):
+            os.remove(self.tmp)
+
+
+def _java_less(a, b):
+    return a.encode("utf-16-be") < b.encode("utf-16-be")

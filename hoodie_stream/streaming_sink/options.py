@@ -38,9 +38,25 @@ OPTIONS = {
     "write.tasks": (None, _INT),
     "write.bucket_assign.tasks": (None, _INT),
     "write.parquet.max.file.size": (None, _INT),  # MB; overrides hoodie.parquet.max.file.size when given
+    # compaction and cleaning (Hudi Flink option names)
+    "compaction.schedule.enabled": ("true", _BOOL),
+    "compaction.async.enabled": ("true", _BOOL),
+    "compaction.trigger.strategy": ("num_commits", _STR),
+    "compaction.delta_commits": ("5", _INT),
+    "compaction.delta_seconds": ("3600", _INT),
+    "compaction.max_memory": ("100", _INT),  # MB per compaction task
+    "compaction.tasks": (None, _INT),
+    "clean.async.enabled": ("true", _BOOL),
+    "clean.policy": ("KEEP_LATEST_COMMITS", _STR),
+    "clean.retain_commits": ("30", _INT),
+    "clean.retain_file_versions": ("5", _INT),
+    "clean.retain_hours": ("24", _INT),
     # hoodie-stream's own
     "hoodie.stream.index.key.groups": ("128", _INT),
+    "hoodie.stream.compaction.max.pending": ("4", _INT),
 }
+TRIGGER_STRATEGIES = ("num_commits", "time_elapsed", "num_and_time", "num_or_time")
+CLEAN_POLICIES = ("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS")
 _PREFIXES_PASSED_THROUGH = ("hoodie.keygen.timebased.", "hoodie.write.complex.keygen.")
 OPERATIONS = ("upsert", "insert", "delete")
 
@@ -73,6 +89,51 @@ def _parse(name, raw, kind):
 
 
 @dataclass
+class CompactionOptions:
+    schedule: bool = True
+    async_run: bool = True
+    trigger: str = "num_commits"
+    delta_commits: int = 5
+    delta_seconds: int = 3600
+    max_memory_bytes: int = 100 * 1024 * 1024
+    tasks: int | None = None
+    max_pending: int = 4
+    clean_async: bool = True
+    clean_policy: str = "KEEP_LATEST_COMMITS"
+    retain_commits: int = 30
+    retain_file_versions: int = 5
+    retain_hours: int = 24
+
+
+def compaction_options(values):
+    trigger = values["compaction.trigger.strategy"].lower()
+    if trigger not in TRIGGER_STRATEGIES:
+        raise HoodieConfigError(f"option 'compaction.trigger.strategy' must be one of {TRIGGER_STRATEGIES}, "
+                                f"got {trigger!r}")
+    policy = values["clean.policy"].upper()
+    if policy not in CLEAN_POLICIES:
+        raise HoodieConfigError(f"option 'clean.policy' must be one of {CLEAN_POLICIES}, got {policy!r}")
+    return CompactionOptions(
+        schedule=values["compaction.schedule.enabled"], async_run=values["compaction.async.enabled"],
+        trigger=trigger, delta_commits=values["compaction.delta_commits"],
+        delta_seconds=values["compaction.delta_seconds"],
+        max_memory_bytes=values["compaction.max_memory"] * 1024 * 1024, tasks=values["compaction.tasks"],
+        max_pending=values["hoodie.stream.compaction.max.pending"], clean_async=values["clean.async.enabled"],
+        clean_policy=policy, retain_commits=values["clean.retain_commits"],
+        retain_file_versions=values["clean.retain_file_versions"], retain_hours=values["clean.retain_hours"])
+
+
+def parse_compaction_options(options=None):
+    """CompactionOptions from Hudi-named options alone (offline compaction); unknown keys are refused."""
+    raw = {str(k): str(v) for k, v in (options or {}).items()}
+    keys = [k for k in OPTIONS if k.startswith(("compaction.", "clean.", "hoodie.stream.compaction."))]
+    unknown = [k for k in raw if k not in keys]
+    if unknown:
+        raise HoodieConfigError(f"unknown compaction option(s) {sorted(unknown)}; known: {sorted(keys)}")
+    return compaction_options({k: _parse(k, raw.get(k, OPTIONS[k][0]), OPTIONS[k][1]) for k in keys})
+
+
+@dataclass
 class SinkOptions:
     raw: dict = field(default_factory=dict)
     table_name: str = ""
@@ -93,6 +154,7 @@ class SinkOptions:
     record_size_estimate: int = 1024
     key_groups: int = 128
     payload_class: str | None = None
+    compaction: "CompactionOptions" = None
 
     def table_props(self):
         """hoodie.properties-style props for the key generator of new tables."""
@@ -169,4 +231,5 @@ def parse_options(path, options=None, **shortcuts):
         record_size_estimate=values["hoodie.copyonwrite.record.size.estimate"],
         key_groups=values["hoodie.stream.index.key.groups"],
         payload_class=values["hoodie.datasource.write.payload.class"],
+        compaction=compaction_options(values),
     )

@@ -15,6 +15,8 @@ from ..bucket_assign.assigner import FILE_ID, KIND, BucketAssigner
 from ..bucket_assign.small_files import average_record_size, small_file_profile
 from ..checkpoints import recovery
 from ..checkpoints.batch_checkpoint import last_batch_id, writer_identifier
+from ..compaction.plan import pending_file_groups
+from ..compaction.service import TableServices
 from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema
 from ..format.errors import HoodieConfigError, HoodieError, HoodieTableError
 from ..format.merge import merge_mode
@@ -34,11 +36,25 @@ class HoodieStreamSink:
         self.path = os.path.abspath(str(path))
         self.options = parse_options(self.path, options, **shortcuts)
         self.last_result = None
+        self._services = None
 
     def __getstate__(self):
         state = dict(self.__dict__)
         state["last_result"] = None
+        state["_services"] = None
         return state
+
+    @property
+    def services(self):
+        """The table services (compaction, cleaning) this sink drives on the driver."""
+        if self._services is None:
+            self._services = TableServices(self.path, self.options.compaction)
+        return self._services
+
+    def close(self, wait=True):
+        """Stop the background compaction thread (waiting for the running step when `wait`)."""
+        if self._services is not None:
+            self._services.stop(wait)
 
     # -- the micro-batch -----------------------------------------------------------------------------------
     def __call__(self, df, batch_id):
@@ -50,6 +66,7 @@ class HoodieStreamSink:
         writer = self._open_or_create(batch_arrow)
         new_avro = self._check_schema(writer, batch_arrow)
         recovery.rollback_pending_writes(writer.base, writer.timeline)
+        self.services.start()
         done = last_batch_id(writer.timeline, identifier)
         if done is not None and batch_id <= done:
             log.info("batch %s of %s already committed; skipped", batch_id, identifier)
@@ -82,6 +99,10 @@ class HoodieStreamSink:
             coordinator.abort(txn)
             raise
         self.last_result = coordinator.BatchResult(txn.instant, stats, flushes)
+        try:
+            self.services.after_commit(spark)
+        except Exception:  # the batch is committed; a failed table service is retried after the next one
+            log.exception("table services after %s failed", txn.instant)
 
     # -- checks --------------------------------------------------------------------------------------------
     def _check_columns(self, df):
@@ -185,7 +206,7 @@ class HoodieStreamSink:
                                   mode == "EVENT_TIME_ORDERING", small, o.max_file_size / record_size, data_columns)
         routed = keyed.repartition(assign_tasks, KEY_GROUP).mapInArrow(assigner, routed_schema)
         write_fn = StreamWriteFunction(writer.base, txn.instant, txn.avro_schema, data_columns, ordering,
-                                       o.batch_size_bytes, o.task_max_size_bytes)
+                                       o.batch_size_bytes, o.task_max_size_bytes, pending_file_groups(timeline))
         results = routed.repartition(write_tasks, FILE_ID).mapInArrow(
             write_fn, T.StructType([T.StructField(n, T.StringType()) for n in RESULT_SCHEMA.names]))
         return [(r["kind"], r["payload"]) for r in results.collect()]

@@ -78,7 +78,8 @@ class StreamWriteFunction:
     """Picklable mapInArrow function for the write stage of one micro-batch."""
 
     def __init__(self, base, instant, avro_schema, data_columns, ordering_field, batch_size_bytes,
-                 task_max_bytes):
+                 task_max_bytes, pending_compactions=None):
+        self.pending_compactions = pending_compactions or {}  # (partition, file id) -> compaction instant
         self.base = base
         self.instant = instant
         self.avro_schema = avro_schema
@@ -188,7 +189,13 @@ class BufferedWriter:
             self.stats.append(stat)
 
     def _slice_of(self, partition, file_id, table):
-        """(base instant, base file name, new file group?) of the latest slice of a file group."""
+        """(base instant, base file name, new file group?) of the latest slice of a file group.
+
+        A file group in a pending compaction gets a new slice named by the compaction instant, as in Hudi.
+        """
+        pending = self.fn.pending_compactions.get((partition, file_id))
+        if pending is not None:
+            return pending, "", False
         if partition not in self._slices:
             if self._timeline is None:
                 self._timeline = Timeline(self.fn.base)

@@ -1,0 +1,106 @@
+"""Compaction commit operator, and the driver steps around execution.
+
+`run_compaction` moves a planned compaction to inflight, runs the execute operator as Spark tasks (one per
+operation), waits for all of them, and then either completes `<instant>.commit` (compacted: true, operation
+COMPACT, the write stats) atomically, or — when any operation failed — removes the compaction's new files and its
+inflight file, so the plan stays requested for a retry. A half-done compaction is never visible: readers ignore
+base files of an instant that is not completed.
+"""
+
+import json
+import logging
+import os
+
+from ..format.avro_models import read_container
+from ..format.commit_metadata import CommitMetadata, WriteStat
+from ..format.file_names import parse_base_file_name
+from ..format.instant import Instant
+from ..format.markers import delete_markers, list_markers
+from ..format.reader import HoodieTable
+from .execute import CompactTask
+
+log = logging.getLogger("hoodie_stream.compaction")
+
+
+def read_plan(timeline, instant):
+    return read_container(timeline.read_bytes(Instant(instant, "compaction", "requested")))
+
+
+def _new_files(base, instant, plan):
+    """Relative paths of base files this compaction wrote (markers, plus a scan of the plan's partitions)."""
+    found = {path for path, _io in list_markers(base, instant)}
+    for partition in {op.get("partitionPath") or "" for op in plan.get("operations") or []}:
+        directory = os.path.join(base, partition) if partition else base
+        if not os.path.isdir(directory):
+            continue
+        for name in os.listdir(directory):
+            parsed = parse_base_file_name(name)
+            if parsed and parsed.instant == instant:
+                found.add(f"{partition}/{name}" if partition else name)
+            elif name.startswith(".") and name.endswith(".tmp") and f"_{instant}.parquet." in name:
+                found.add(f"{partition}/{name}" if partition else name)
+    return sorted(found)
+
+
+def revert_to_requested(base, timeline, instant):
+    """Undo an inflight (or failed) compaction: delete its new files and its inflight file; the plan stays."""
+    timeline.reload()
+    inst = timeline.get(instant)
+    if inst is None or inst.is_completed:
+        return False
+    plan = read_plan(timeline, instant)
+    for rel in _new_files(base, instant, plan):
+        path = os.path.join(base, rel)
+        if os.path.exists(path):
+            os.remove(path)
+    delete_markers(base, instant)
+    inflight = os.path.join(timeline.hoodie_dir, Instant(instant, "compaction", "inflight").file_name)
+    if os.path.exists(inflight):
+        os.remove(inflight)
+    timeline.reload()
+    return True
+
+
+def run_compaction(spark, base, timeline, instant, max_memory_bytes, tasks=None):
+    """Execute and commit one planned compaction. Returns the completed instant's write stats."""
+    from pyspark.sql import types as T
+
+    timeline.reload()
+    inst = timeline.get(instant)
+    if inst is None or inst.is_completed:
+        return []
+    if inst.is_inflight:
+        revert_to_requested(base, timeline, instant)
+    plan = read_plan(timeline, instant)
+    ops = plan.get("operations") or []
+    timeline.transition_to_inflight(instant, "compaction", b"")
+    committed = {i.timestamp for i in timeline.commits_timeline()}
+    try:
+        if ops:
+            rows = [(json.dumps(op),) for op in ops]
+            frame = spark.createDataFrame(rows, "op string").repartition(min(len(ops), tasks or len(ops)))
+            result = frame.mapInArrow(CompactTask(base, instant, committed, max_memory_bytes),
+                                      T.StructType([T.StructField("stat", T.StringType())])).collect()
+            stats = []
+            for row in result:
+                data = json.loads(row["stat"])
+                data.pop("__ranges", None)
+                stats.append(WriteStat.from_dict(data))
+        else:
+            stats = []
+        if len(stats) != len(ops):
+            raise RuntimeError(f"compaction {instant}: {len(stats)} of {len(ops)} operations reported")
+        by_partition = {}
+        for stat in stats:
+            by_partition.setdefault(stat.partition_path, []).append(stat)
+        schema = json.dumps(HoodieTable(base).avro_schema(), separators=(",", ":"))
+        meta = CommitMetadata(by_partition, True, {"schema": schema}, "COMPACT", None)
+        timeline.complete(instant, "compaction", meta.to_json())
+    except BaseException:
+        log.exception("compaction %s of %s failed; its files are removed and the plan stays requested", instant,
+                      base)
+        revert_to_requested(base, timeline, instant)
+        raise
+    delete_markers(base, instant)
+    timeline.reload()
+    return stats

@@ -1,0 +1,198 @@
+"""Compaction execute operator: one Spark task per plan operation merges a file slice into a new base file.
+
+The merge follows the reader's rules (vectorized, `format.merge`). Records keep their meta columns (commit time,
+sequence number, key, partition path); `_hoodie_file_name` becomes the new file's name. Memory per task is bounded
+by `compaction.max_memory`: a slice whose records would not fit is merged in key ranges, one range at a time
+(each range re-reads the files and keeps only its keys), and written as successive row groups of one file.
+"""
+
+import json
+import math
+import os
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..format.avro_schema import with_meta_fields
+from ..format.base_file import BaseFileWriter
+from ..format.commit_metadata import WriteStat
+from ..format.file_names import base_file_name, parse_log_file_name, write_token
+from ..format.log_format import BlockType, HeaderKey
+from ..format.log_reader import read_log_file
+from ..format.log_scanner import ROLLBACK_COMMAND, block_versions
+from ..format.markers import create_marker
+from ..format.merge import KEY, Version, merge, merge_mode
+from ..format.reader import HoodieTable
+
+FILE_NAME = "_hoodie_file_name"
+# decoded Arrow records take about this many times their size in a log file / in a parquet file
+LOG_EXPANSION = 2.0
+
+
+def _rolled_back_targets(log_paths, counts):
+    targets = set()
+    for path in log_paths:
+        for block in read_log_file(path):
+            if (block.block_type == BlockType.COMMAND and counts(block.header.get(HeaderKey.INSTANT_TIME))
+                    and block.header.get(HeaderKey.COMMAND_BLOCK_TYPE) == ROLLBACK_COMMAND):
+                targets.add(block.header.get(HeaderKey.TARGET_INSTANT_TIME))
+    return targets
+
+
+def _log_versions(log_paths, counts, cancelled, ordering, ordering_type, key_filter):
+    """Record versions of the log files, one file in memory at a time, filtered to a key range."""
+    for path in log_paths:
+        blocks = [b for b in read_log_file(path)
+                  if b.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE)
+                  and counts(b.header.get(HeaderKey.INSTANT_TIME))
+                  and b.header.get(HeaderKey.INSTANT_TIME) not in cancelled]
+        for block in blocks:
+            for v in block_versions([block], ordering, ordering_type, path):
+                yield Version(key_filter(v.table), v.is_delete)
+
+
+def _base_version(path, key_filter):
+    parts = []
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=65_536):
+        t = key_filter(pa.Table.from_batches([batch]))
+        if t.num_rows:
+            parts.append(t)
+    if not parts:
+        return None
+    return Version(pa.concat_tables(parts))
+
+
+def _key_sample(base_path, log_paths, counts, cancelled, ordering, ordering_type):
+    """Sorted unique record keys of the slice (the key column only)."""
+    keys = []
+    if base_path:
+        keys.append(pq.read_table(base_path, columns=[KEY])[KEY].combine_chunks())
+    for v in _log_versions(log_paths, counts, cancelled, ordering, ordering_type, lambda t: t.select([KEY])):
+        keys.append(v.table[KEY].combine_chunks())
+    if not keys:
+        return pa.array([], pa.string())
+    return pc.unique(pa.chunked_array(keys).combine_chunks()).sort()
+
+
+def _ranges(sample, k):
+    if k <= 1 or len(sample) < 2:
+        return [(None, None)]
+    cuts = sorted(set(sample[int(i)].as_py() for i in np.linspace(0, len(sample) - 1, k + 1)[1:-1]))
+    bounds = [None] + cuts + [None]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _range_filter(lo, hi):
+    def keep(table):
+        if lo is None and hi is None:
+            return table
+        keys = table[KEY]
+        mask = None
+        if lo is not None:
+            mask = pc.greater_equal(keys, lo)
+        if hi is not None:
+            upper = pc.less(keys, hi)
+            mask = upper if mask is None else pc.and_(mask, upper)
+        return table.filter(mask)
+    return keep
+
+
+def estimate_memory(base, op):
+    """Bytes the decoded records of an operation would take."""
+    partition = op.get("partitionPath") or ""
+    directory = os.path.join(base, partition) if partition else base
+    total = 0.0
+    if op.get("dataFilePath"):
+        md = pq.ParquetFile(os.path.join(directory, op["dataFilePath"])).metadata
+        total += sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
+    for name in op.get("deltaFilePaths") or []:
+        total += os.path.getsize(os.path.join(directory, name)) * LOG_EXPANSION
+    return total
+
+
+def compact_operation(base, instant, op, committed, max_memory_bytes, token):
+    """Merge one operation's slice into a new base file named with the compaction instant. Returns its WriteStat."""
+    started = time.monotonic()
+    table = HoodieTable(base)
+    schema = table.arrow_schema()
+    avro = with_meta_fields(table.avro_schema())
+    mode, ordering = merge_mode(table.config.props)
+    if ordering and ordering not in schema.names:
+        mode, ordering = "COMMIT_TIME_ORDERING", None
+    ordering_type = schema.field(ordering).type if ordering else None
+    partition = op.get("partitionPath") or ""
+    directory = os.path.join(base, partition) if partition else base
+    file_id = op["fileId"]
+    base_path = os.path.join(directory, op["dataFilePath"]) if op.get("dataFilePath") else None
+    log_names = list(op.get("deltaFilePaths") or [])
+    log_paths = [os.path.join(directory, n) for n in log_names]
+    for name in log_names:
+        if parse_log_file_name(name) is None:
+            raise ValueError(f"compaction {instant}: {name!r} is not a log file name")
+    counts = (lambda t: t in committed and t < instant)
+    cancelled = _rolled_back_targets(log_paths, counts)
+    k = max(1, math.ceil(estimate_memory(base, op) / max_memory_bytes))
+    ranges = _ranges(_key_sample(base_path, log_paths, counts, cancelled, ordering, ordering_type), k) \
+        if k > 1 else [(None, None)]
+    name = base_file_name(file_id, token, instant)
+    rel = f"{partition}/{name}" if partition else name
+    create_marker(base, instant, rel, "CREATE")
+    writer = BaseFileWriter(os.path.join(directory, name), schema,
+                            avro_schema_json=json.dumps(avro, separators=(",", ":")))
+    rows = log_records = 0
+    try:
+        for lo, hi in ranges:
+            keep = _range_filter(lo, hi)
+            versions = []
+            if base_path:
+                v = _base_version(base_path, keep)
+                if v is not None:
+                    versions.append(v)
+            for v in _log_versions(log_paths, counts, cancelled, ordering, ordering_type, keep):
+                log_records += v.table.num_rows
+                versions.append(v)
+            merged = merge(versions, schema, mode, ordering)
+            if merged.num_rows:
+                merged = merged.set_column(merged.column_names.index(FILE_NAME), FILE_NAME,
+                                           pa.array([name] * merged.num_rows, pa.string()))
+                writer.write(merged)
+                rows += merged.num_rows
+            del versions, merged
+        size = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    log_size = sum(os.path.getsize(p) for p in log_paths)
+    return WriteStat(
+        file_id=file_id, path=rel, prev_commit=op.get("baseInstantTime") or "null", num_writes=rows,
+        num_update_writes=0, num_inserts=0, num_deletes=0, total_write_bytes=size, file_size_in_bytes=size,
+        partition_path=partition, total_log_records=log_records, total_log_files_compacted=len(log_paths),
+        total_log_size_compacted=log_size, total_updated_records_compacted=log_records,
+        runtime_stats={"totalScanTime": 0, "totalUpsertTime": 0,
+                       "totalCreateTime": int((time.monotonic() - started) * 1000)}), len(ranges)
+
+
+class CompactTask:
+    """mapInArrow function: plan operations (JSON) in, write stats (JSON) out; one operation per task."""
+
+    def __init__(self, base, instant, committed, max_memory_bytes):
+        self.base = base
+        self.instant = instant
+        self.committed = committed
+        self.max_memory_bytes = max_memory_bytes
+
+    def __call__(self, batches):
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        out = []
+        for batch in batches:
+            for op_json in batch.column(0).to_pylist():
+                token = write_token(ctx.partitionId(), ctx.stageId(), ctx.attemptNumber()) if ctx else "0-0-0"
+                stat, ranges = compact_operation(self.base, self.instant, json.loads(op_json), self.committed,
+                                                 self.max_memory_bytes, token)
+                out.append(json.dumps(dict(stat.to_dict(), __ranges=ranges)))
+        yield pa.record_batch([pa.array(out, pa.string())], names=["stat"])

@@ -1,0 +1,104 @@
+"""Compaction plan operator: decide whether to compact (trigger strategy) and write the plan.
+
+The plan has one operation per latest file slice that has log files (log-only slices included), skipping file
+groups already in a pending compaction. It is written as `<instant>.compaction.requested`, the Avro
+`HoodieCompactionPlan` as Hudi serializes it (version 2: file names, not paths). From then on writers put new log
+files of those file groups under the compaction instant (a new slice), and readers merge them with the slice being
+compacted until the compaction commits.
+"""
+
+import os
+import time
+
+from ..format.avro_models import read_container, write_container
+from ..format.fs_view import FileSystemView
+from ..format.instant import Instant, instant_to_datetime
+
+PLAN_VERSION = 2
+MB = 1024.0 * 1024.0
+
+
+def _compaction_instants(timeline):
+    """Completed and pending compaction instant times, oldest first."""
+    found = [i.timestamp for i in timeline.pending(["compaction"])]
+    for inst in timeline.completed(["commit"]):
+        meta = timeline.read_commit_metadata(inst.timestamp)
+        if meta.compacted or meta.operation_type == "COMPACT":
+            found.append(inst.timestamp)
+    return sorted(found)
+
+
+def should_schedule(timeline, opts, now=None):
+    """The trigger strategy's verdict: (yes?, delta commits since the last compaction, seconds since it)."""
+    last = (_compaction_instants(timeline) or [None])[-1]
+    deltas = [i for i in timeline.completed(["deltacommit"]) if last is None or i.timestamp > last]
+    if not deltas:
+        return False, 0, 0.0
+    since = last or deltas[0].timestamp
+    now = time.time() if now is None else now
+    elapsed = now - instant_to_datetime(since).timestamp()
+    by_num = len(deltas) >= opts.delta_commits
+    by_time = elapsed >= opts.delta_seconds
+    verdict = {"num_commits": by_num, "time_elapsed": by_time, "num_and_time": by_num and by_time,
+               "num_or_time": by_num or by_time}[opts.trigger]
+    return verdict, len(deltas), elapsed
+
+
+def pending_plans(timeline):
+    """{compaction instant: plan dict} of pending compactions, oldest first."""
+    plans = {}
+    for inst in timeline.pending(["compaction"]):
+        data = timeline.read_bytes(Instant(inst.timestamp, "compaction", "requested"))
+        plans[inst.timestamp] = read_container(data)
+    return dict(sorted(plans.items()))
+
+
+def pending_file_groups(timeline):
+    """{(partition, file id): compaction instant} of file groups in a pending compaction."""
+    groups = {}
+    for instant, plan in pending_plans(timeline).items():
+        for op in plan.get("operations") or []:
+            groups[(op.get("partitionPath") or "", op["fileId"])] = instant
+    return groups
+
+
+def make_operations(base, timeline):
+    """One HoodieCompactionOperation per latest slice with log files, outside pending compactions."""
+    busy = pending_file_groups(timeline)
+    ops = []
+    for fs in FileSystemView(base, timeline).latest_slices():
+        if not fs.log_files or (fs.partition, fs.file_id) in busy:
+            continue
+        log_sizes = [os.path.getsize(p) for p in fs.log_file_paths(base)]
+        base_size = os.path.getsize(fs.base_file_path(base)) if fs.base_file else 0
+        ops.append({
+            "baseInstantTime": fs.base_instant,
+            "deltaFilePaths": fs.log_file_names(),
+            "dataFilePath": fs.base_file,
+            "fileId": fs.file_id,
+            "partitionPath": fs.partition,
+            "metrics": {
+                "TOTAL_LOG_FILES": float(len(log_sizes)),
+                "TOTAL_LOG_FILES_SIZE": float(sum(log_sizes)),
+                "TOTAL_IO_READ_MB": (base_size + sum(log_sizes)) / MB,
+                "TOTAL_IO_WRITE_MB": (base_size + sum(log_sizes)) / MB,
+                "TOTAL_IO_MB": 2 * (base_size + sum(log_sizes)) / MB,
+            },
+            "bootstrapFilePath": None,
+        })
+    return ops
+
+
+def schedule_compaction(base, timeline, opts=None, force=False):
+    """Write a compaction plan when the trigger strategy says so (or `force`). Returns its instant or None."""
+    timeline.reload()
+    if not force:
+        ok, _n, _s = should_schedule(timeline, opts)
+        if not ok:
+            return None
+    ops = make_operations(base, timeline)
+    if not ops:
+        return None
+    plan = {"operations": ops, "extraMetadata": None, "version": PLAN_VERSION, "strategy": None,
+            "preserveHoodieMetadata": True}
+    return timeline.create_new("compaction", write_container("HoodieCompactionPlan", plan))

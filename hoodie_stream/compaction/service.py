@@ -1,0 +1,131 @@
+"""Table services on the driver: schedule compaction after commits; execute + commit it inline or in a background
+thread (its Spark jobs in their own scheduler pool) while micro-batches keep committing; clean after commits.
+
+At most one compaction runs at a time, earliest plan first. When plans pile up past
+`hoodie.stream.compaction.max.pending`, the writer waits for the compaction thread (back-pressure) and logs a
+warning. On start, an inflight compaction a crash left behind is reverted to requested and run again, and an
+interrupted clean is finished.
+"""
+
+import logging
+import threading
+
+from ..format.timeline import Timeline
+from . import clean
+from .commit import revert_to_requested, run_compaction
+from .plan import pending_plans, schedule_compaction
+
+log = logging.getLogger("hoodie_stream.compaction")
+POOL = "hoodie_compaction"
+
+
+def recover(base):
+    """Revert inflight compactions to requested and finish interrupted cleans (no service may be running)."""
+    timeline = Timeline(base)
+    reverted = [i.timestamp for i in timeline.pending(["compaction"]) if i.is_inflight
+                and revert_to_requested(base, timeline, i.timestamp)]
+    clean.finish_pending_cleans(base, timeline)
+    return reverted
+
+
+def run_pending_compactions(spark, base, opts, limit=None):
+    """Execute and commit pending compaction plans, earliest first. Returns the instants completed."""
+    done = []
+    timeline = Timeline(base)
+    for instant in list(pending_plans(timeline)):
+        if limit is not None and len(done) >= limit:
+            break
+        run_compaction(spark, base, timeline, instant, opts.max_memory_bytes, opts.tasks)
+        done.append(instant)
+    return done
+
+
+class TableServices:
+    """Compaction and cleaning for one table, driven by the sink after each committed micro-batch."""
+
+    def __init__(self, base, opts):
+        self.base = base
+        self.opts = opts
+        self._thread = None
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = False
+        self.errors = []
+        self.completed = []
+        self._spark = None
+        self._recovered = False
+
+    def start(self):
+        """Recovery before the first micro-batch of this process."""
+        if not self._recovered:
+            recover(self.base)
+            self._recovered = True
+
+    def after_commit(self, spark):
+        opts = self.opts
+        timeline = Timeline(self.base)
+        if opts.schedule:
+            instant = schedule_compaction(self.base, timeline, opts)
+            if instant:
+                log.info("compaction %s scheduled for %s", instant, self.base)
+        if not opts.async_run:
+            self.completed += run_pending_compactions(spark, self.base, opts)
+            clean.clean(self.base, Timeline(self.base), opts)
+            return
+        if not opts.clean_async:
+            clean.clean(self.base, Timeline(self.base), opts)
+        self._ensure_thread(spark)
+        self._wake.set()
+        pending = len(pending_plans(Timeline(self.base)))
+        if pending > opts.max_pending:
+            log.warning("%d compaction plans pending for %s (limit %d): waiting for compaction to catch up",
+                        pending, self.base, opts.max_pending)
+            while len(pending_plans(Timeline(self.base))) > opts.max_pending and self._thread.is_alive():
+                self._wake.set()
+                self._thread.join(0.5)
+
+    def _ensure_thread(self, spark):
+        self._spark = spark
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._stop = False
+                self._thread = threading.Thread(target=self._loop, name=f"hoodie-compaction-{self.base}",
+                                                daemon=True)
+                self._thread.start()
+
+    def _loop(self):
+        sc = self._spark.sparkContext
+        sc.setLocalProperty("spark.scheduler.pool", POOL)
+        sc.setJobGroup(POOL, f"hoodie-stream compaction of {self.base}", interruptOnCancel=False)
+        while not self._stop:
+            self._wake.wait(timeout=1.0)
+            self._wake.clear()
+            try:
+                self.completed += run_pending_compactions(self._spark, self.base, self.opts, limit=1)
+                if self.opts.clean_async:
+                    clean.clean(self.base, Timeline(self.base), self.opts)
+            except Exception as exc:  # the plan stays requested; the next round retries it
+                log.exception("table service failed for %s", self.base)
+                self.errors.append(exc)
+            if pending_plans(Timeline(self.base)):
+                self._wake.set()
+
+    def wait_idle(self, timeout=300):
+        """Block until no compaction plan is pending (or timeout). Returns True when idle."""
+        import time
+
+        deadline = time.time() + timeout
+        while pending_plans(Timeline(self.base)):
+            if self._thread is None or not self._thread.is_alive():
+                return False
+            self._wake.set()
+            if time.time() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def stop(self, wait=True):
+        self._stop = True
+        self._wake.set()
+        if wait and self._thread is not None:
+            self._thread.join()
