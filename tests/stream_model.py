@@ -98,3 +98,8 @@ def table_rows(arrow_table):
     for r in rows:
         r["_hoodie_is_deleted"] = bool(r.get("_hoodie_is_deleted"))
     return sorted(rows, key=lambda r: r["id"])
+
+
+def events_df(spark, events):
+    """A DataFrame of events, as foreachBatch would receive them."""
+    return spark.createDataFrame([tuple(e[c] for c in COLUMNS) for e in events], SCHEMA_DDL)

@@ -48,7 +48,7 @@ class TableServices:
         self.opts = opts
         self._thread = None
         self._lock = threading.Lock()
-        self._wake = threading.Event()
+        self._again = False
         self._stop = False
         self.errors = []
         self.completed = []
@@ -74,21 +74,23 @@ class TableServices:
             return
         if not opts.clean_async:
             clean.clean(self.base, Timeline(self.base), opts)
-        self._ensure_thread(spark)
-        self._wake.set()
+        self._spark = spark
+        self._kick()
         pending = len(pending_plans(Timeline(self.base)))
         if pending > opts.max_pending:
             log.warning("%d compaction plans pending for %s (limit %d): waiting for compaction to catch up",
                         pending, self.base, opts.max_pending)
-            while len(pending_plans(Timeline(self.base))) > opts.max_pending and self._thread.is_alive():
-                self._wake.set()
+            while len(pending_plans(Timeline(self.base))) > opts.max_pending:
+                self._kick()
                 self._thread.join(0.5)
 
-    def _ensure_thread(self, spark):
-        self._spark = spark
+    def _kick(self):
+        """Start the service thread unless it is running; it works until nothing is pending, then ends."""
         with self._lock:
+            if self._stop:
+                return
+            self._again = True
             if self._thread is None or not self._thread.is_alive():
-                self._stop = False
                 self._thread = threading.Thread(target=self._loop, name=f"hoodie-compaction-{self.base}",
                                                 daemon=True)
                 self._thread.start()
@@ -97,35 +99,38 @@ class TableServices:
         sc = self._spark.sparkContext
         sc.setLocalProperty("spark.scheduler.pool", POOL)
         sc.setJobGroup(POOL, f"hoodie-stream compaction of {self.base}", interruptOnCancel=False)
-        while not self._stop:
-            self._wake.wait(timeout=1.0)
-            self._wake.clear()
+        while True:
+            with self._lock:
+                if self._stop or not self._again:
+                    self._thread_done()
+                    return
+                self._again = False
             try:
-                self.completed += run_pending_compactions(self._spark, self.base, self.opts, limit=1)
+                done = run_pending_compactions(self._spark, self.base, self.opts, limit=1)
+                if done:
+                    self.completed += done
+                    self._again = True
                 if self.opts.clean_async:
                     clean.clean(self.base, Timeline(self.base), self.opts)
-            except Exception as exc:  # the plan stays requested; the next round retries it
+            except Exception as exc:  # the plan stays requested; the next micro-batch retries it
                 log.exception("table service failed for %s", self.base)
                 self.errors.append(exc)
-            if pending_plans(Timeline(self.base)):
-                self._wake.set()
+
+    def _thread_done(self):
+        sc = self._spark.sparkContext
+        sc.setLocalProperty("spark.scheduler.pool", None)
 
     def wait_idle(self, timeout=300):
-        """Block until no compaction plan is pending (or timeout). Returns True when idle."""
-        import time
-
-        deadline = time.time() + timeout
-        while pending_plans(Timeline(self.base)):
-            if self._thread is None or not self._thread.is_alive():
+        """Block until the service thread has nothing left to do (or timeout). Returns True when idle."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+            if thread.is_alive():
                 return False
-            self._wake.set()
-            if time.time() > deadline:
-                return False
-            time.sleep(0.1)
-        return True
+        return not pending_plans(Timeline(self.base)) or self.opts.async_run is False
 
     def stop(self, wait=True):
-        self._stop = True
-        self._wake.set()
+        with self._lock:
+            self._stop = True
         if wait and self._thread is not None:
             self._thread.join()

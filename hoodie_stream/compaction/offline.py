@@ -1,0 +1,41 @@
+"""Offline compaction: `python -m hoodie_stream compact --path P [--schedule] [--run] [--clean]`."""
+
+import os
+import sys
+
+from ..format.table_config import TableConfig
+from ..format.timeline import Timeline
+from ..streaming_sink.options import parse_compaction_options
+from . import clean
+from .plan import schedule_compaction
+from .service import recover, run_pending_compactions
+
+
+def compact_table(path, schedule=True, run=True, clean_after=False, options=None, spark=None):
+    """Schedule a plan (regardless of the trigger) and/or run pending plans on a local Spark. Yields report lines."""
+    base = os.path.abspath(path)
+    TableConfig.load(base).check_writable()
+    opts = parse_compaction_options(options)
+    reverted = recover(base)
+    for instant in reverted:
+        yield f"reverted interrupted compaction {instant} to requested"
+    if schedule:
+        instant = schedule_compaction(base, Timeline(base), opts, force=True)
+        yield f"scheduled compaction {instant}" if instant else "nothing to compact (no file slice has log files)"
+    if run:
+        own = spark is None
+        if own:
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            from pyspark.sql import SparkSession
+
+            spark = (SparkSession.builder.master("local[*]").appName("hoodie-stream-compact")
+                     .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                     .getOrCreate())
+        try:
+            for instant in run_pending_compactions(spark, base, opts):
+                yield f"completed compaction {instant}"
+        finally:
+            if own:
+                spark.stop()
+    if clean_after:
+        yield f"cleaned {clean.clean(base, Timeline(base), opts)} files"

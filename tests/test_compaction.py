@@ -1,0 +1,239 @@
+"""Compaction (plan -> execute -> commit; async, inline, offline) checked against the model, hudi-rs and Hudi's
+own plan schema."""
+
+import glob
+import io
+import os
+
+import fastavro
+import pytest
+
+from hoodie_stream import HoodieStreamSink, HoodieTable
+from hoodie_stream.compaction import clean as cleaning
+from hoodie_stream.compaction.commit import run_compaction
+from hoodie_stream.compaction.execute import compact_operation
+from hoodie_stream.compaction.offline import compact_table
+from hoodie_stream.compaction.plan import pending_plans, schedule_compaction
+from hoodie_stream.format.commit_metadata import CommitMetadata
+from hoodie_stream.format.fs_view import FileSystemView
+from hoodie_stream.format.timeline import Timeline
+from hoodie_stream.streaming_sink.options import parse_compaction_options
+from oracle import assert_same_rows, rs_read
+from stream_model import OPTIONS, SCHEMA_DDL, TableModel, events_df, generate_batches, table_rows, write_batch_file
+
+# Hudi's HoodieCompactionPlan schema (hudi-common/src/main/avro/HoodieCompactionOperation.avsc)
+HUDI_PLAN_SCHEMA = {
+    "namespace": "org.apache.hudi.avro.model", "type": "record", "name": "HoodieCompactionPlan",
+    "fields": [
+        {"name": "operations", "type": ["null", {"type": "array", "items": {
+            "name": "HoodieCompactionOperation", "type": "record", "fields": [
+                {"name": "baseInstantTime", "type": ["null", "string"]},
+                {"name": "deltaFilePaths", "type": ["null", {"type": "array", "items": "string"}], "default": None},
+                {"name": "dataFilePath", "type": ["null", "string"], "default": None},
+                {"name": "fileId", "type": ["null", "string"]},
+                {"name": "partitionPath", "type": ["null", "string"], "default": None},
+                {"name": "metrics", "type": ["null", {"type": "map", "values": "double"}], "default": None},
+                {"name": "bootstrapFilePath", "type": ["null", "string"], "default": None}]}}], "default": None},
+        {"name": "extraMetadata", "type": ["null", {"type": "map", "values": "string"}], "default": None},
+        {"name": "version", "type": ["int", "null"], "default": 1}]}
+
+
+def with_compaction(**extra):
+    opts = dict(OPTIONS, **{"compaction.schedule.enabled": "true"})
+    opts.update({k.replace("_", ".", 1) if k.startswith("compaction_") else k: v for k, v in extra.items()})
+    return opts
+
+
+def compaction_commits(base):
+    tl = Timeline(base)
+    return [i.timestamp for i in tl.completed(["commit"]) if tl.read_commit_metadata(i.timestamp).compacted]
+
+
+def model_as_of(history, instant):
+    """Model rows after the last delta commit at or before `instant` (history: [(deltacommit, rows)])."""
+    rows = []
+    for ts, snapshot in history:
+        if ts <= instant:
+            rows = snapshot
+    return rows
+
+
+def check_plans_parse_with_hudi_schema(base):
+    plans = glob.glob(os.path.join(base, ".hoodie", "*.compaction.requested"))
+    for path in plans:
+        with open(path, "rb") as f:
+            records = list(fastavro.reader(io.BytesIO(f.read()), reader_schema=HUDI_PLAN_SCHEMA))
+        assert len(records) == 1 and records[0]["version"] == 2 and records[0]["operations"], path
+        for op in records[0]["operations"]:
+            assert op["fileId"] and op["deltaFilePaths"] and op["baseInstantTime"]
+    return len(plans)
+
+
+def test_streaming_query_with_async_compaction_every_3_commits(spark, tmp_path):
+    source, base, chk = str(tmp_path / "in"), str(tmp_path / "t"), str(tmp_path / "chk")
+    batches = generate_batches(15, seed=21, monotonic=True)
+    sink = HoodieStreamSink(base, with_compaction(**{"compaction.delta_commits": "3"}))
+    model, history = TableModel(), []
+    write_batch_file(source, 0, batches[0])
+    stream = spark.readStream.schema(SCHEMA_DDL).option("maxFilesPerTrigger", 1).json(source)
+    query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", chk).start()
+    checked_idle = 0
+    try:
+        for i, events in enumerate(batches):
+            if i:
+                write_batch_file(source, i, events)
+            query.processAllAvailable()
+            model.apply_batch(events)
+            last = Timeline(base).completed(["deltacommit"])[-1].timestamp
+            history.append((last, model.rows()))
+            assert table_rows(HoodieTable(base).read()) == model.rows(), f"ours after batch {i}"
+            if i % 4 == 3:  # let the compaction thread catch up, then both readers must agree
+                assert sink.services.wait_idle(120)
+            if not pending_plans(Timeline(base)):
+                checked_idle += 1
+                assert table_rows(rs_read(base)) == model.rows(), f"hudi-rs after batch {i}"
+                done = compaction_commits(base)
+                if done:
+                    expected_ro = model_as_of(history, done[-1])
+                    assert table_rows(rs_read(base, "read_optimized")) == expected_ro, f"RO after batch {i}"
+                    assert table_rows(HoodieTable(base).read("read_optimized")) == expected_ro
+    finally:
+        query.stop()
+        sink.close()
+    assert sink.services.errors == []
+    assert checked_idle >= 4
+    assert len(compaction_commits(base)) >= 3
+    assert check_plans_parse_with_hudi_schema(base) >= 3
+    # each compaction commit is Hudi's COMPACT commit and wrote one base file per operation
+    tl = Timeline(base)
+    for ts in compaction_commits(base):
+        meta = tl.read_commit_metadata(ts)
+        assert meta.operation_type == "COMPACT" and meta.compacted
+        assert all(s.path.endswith(f"_{ts}.parquet") for s in meta.all_write_stats())
+
+
+def test_inline_compaction(spark, tmp_path):
+    base = str(tmp_path / "t")
+    sink = HoodieStreamSink(base, with_compaction(**{"compaction.delta_commits": "2",
+                                                     "compaction.async.enabled": "false"}))
+    model, history = TableModel(), []
+    for i, events in enumerate(generate_batches(7, seed=22, monotonic=True)):
+        sink(events_df(spark, events), i)
+        model.apply_batch(events)
+        history.append((Timeline(base).completed(["deltacommit"])[-1].timestamp, model.rows()))
+        assert not pending_plans(Timeline(base))
+        assert table_rows(rs_read(base)) == model.rows()
+        done = compaction_commits(base)
+        assert len(done) == (i + 1) // 2
+        if done:
+            assert table_rows(rs_read(base, "read_optimized")) == model_as_of(history, done[-1])
+
+
+def _setup(spark, base, n=4, seed=23):
+    sink = HoodieStreamSink(base, OPTIONS)  # compaction not scheduled while the table is built
+    model = TableModel()
+    batches = generate_batches(n + 1, seed=seed, monotonic=True)
+    for i, events in enumerate(batches[:n]):
+        sink(events_df(spark, events), i)
+        model.apply_batch(events)
+    sink.close()
+    return model, batches[n]
+
+
+def _both_readers(base, model, context):
+    assert table_rows(HoodieTable(base).read()) == model.rows(), context
+    assert table_rows(rs_read(base)) == model.rows(), context
+
+
+@pytest.mark.parametrize("step", ["plan_written", "mid_execute", "before_commit"])
+def test_crash_during_compaction_then_restart(spark, tmp_path, step):
+    base = str(tmp_path / "t")
+    model, next_batch = _setup(spark, base)
+    opts = parse_compaction_options()
+    tl = Timeline(base)
+    instant = schedule_compaction(base, tl, opts, force=True)
+    plan = pending_plans(tl)[instant]
+    if step in ("mid_execute", "before_commit"):
+        tl.transition_to_inflight(instant, "compaction", b"")
+        committed = {i.timestamp for i in tl.commits_timeline()}
+        ops = plan["operations"][:1] if step == "mid_execute" else plan["operations"]
+        for n, op in enumerate(ops):
+            compact_operation(base, instant, op, committed, opts.max_memory_bytes, f"{n}-1-0")
+    # the process died here: readers ignore the unfinished compaction
+    _both_readers(base, model, f"after a crash at {step}")
+    # restart: a new sink (new process) with inline compaction; the next batch runs the pending plan
+    sink = HoodieStreamSink(base, with_compaction(**{"compaction.async.enabled": "false",
+                                                     "compaction.delta_commits": "100"}))
+    sink(events_df(spark, next_batch), 100)
+    model.apply_batch(next_batch)
+    assert instant in compaction_commits(base)
+    assert not pending_plans(Timeline(base))
+    _both_readers(base, model, f"after restart from {step}")
+    stats = Timeline(base).read_commit_metadata(instant).all_write_stats()
+    assert len(stats) == len(plan["operations"])
+    for stat in stats:  # exactly one base file per file group for the compaction instant
+        directory = os.path.join(base, stat.partition_path)
+        assert [n for n in os.listdir(directory) if n.startswith(stat.file_id) and n.endswith(
+            f"_{instant}.parquet")] == [stat.path.rsplit("/", 1)[-1]]
+
+
+def test_failed_compaction_leaves_the_plan_requested(spark, tmp_path):
+    base = str(tmp_path / "t")
+    model, _ = _setup(spark, base, n=3, seed=24)
+    tl = Timeline(base)
+    opts = parse_compaction_options()
+    instant = schedule_compaction(base, tl, opts, force=True)
+    op = pending_plans(tl)[instant]["operations"][0]
+    directory = os.path.join(base, op["partitionPath"])
+    victim = os.path.join(directory, op["deltaFilePaths"][0])
+    saved = open(victim, "rb").read()
+    os.remove(victim)  # an operation cannot read its input: the task fails
+    with pytest.raises(Exception):
+        run_compaction(spark, base, tl, instant, opts.max_memory_bytes)
+    tl.reload()
+    assert tl.get(instant).is_requested
+    assert not [n for n in os.listdir(directory) if n.endswith(f"_{instant}.parquet")]
+    with open(victim, "wb") as f:
+        f.write(saved)
+    run_compaction(spark, base, tl, instant, opts.max_memory_bytes)
+    _both_readers(base, model, "after the retried compaction")
+
+
+def test_bounded_memory_compaction_merges_in_key_ranges(spark, tmp_path):
+    base = str(tmp_path / "t")
+    model, _ = _setup(spark, base, n=4, seed=25)
+    tl = Timeline(base)
+    opts = parse_compaction_options()
+    instant = schedule_compaction(base, tl, opts, force=True)
+    tl.transition_to_inflight(instant, "compaction", b"")
+    committed = {i.timestamp for i in tl.commits_timeline()}
+    plan = pending_plans(tl)[instant]
+    ranges = []
+    stats = []
+    for n, op in enumerate(plan["operations"]):
+        stat, k = compact_operation(base, instant, op, committed, 2048, f"{n}-1-0")  # 2 KB "memory"
+        stats.append(stat)
+        ranges.append(k)
+    assert max(ranges) > 1
+    tl.complete(instant, "compaction", CommitMetadata({}, True, {}, "COMPACT").with_stats(stats).to_json())
+    _both_readers(base, model, "after a compaction merged in key ranges")
+
+
+@pytest.mark.parametrize("name", ["trips-mor-avro-v6_trips_8i1u", "trips-mor-avro-v6_trips_8i3d",
+                                  "sample-mor-parquet-v6_complexkeygen_hivestyle",
+                                  "sample-mor-parquet-v6_nonpartitioned_rollback",
+                                  "sample-mor-parquet-v6_simplekeygen_nonhivestyle"])
+def test_offline_compaction_of_real_fixtures(spark, fixture_table, name):
+    base = str(fixture_table(name))
+    before = rs_read(base)
+    with_logs = [fs for fs in FileSystemView(base).latest_slices() if fs.log_files]
+    report = list(compact_table(base, spark=spark))
+    after = rs_read(base)
+    same = [c for c in before.column_names if c != "_hoodie_file_name"]  # records move to new base files
+    assert_same_rows(after, before, same, context=f"{name}: hudi-rs snapshot before vs after compaction")
+    assert_same_rows(HoodieTable(base).read(), before, same, context=f"{name}: ours after compaction")
+    if with_logs:
+        assert any(line.startswith("completed compaction") for line in report), report
+        # every slice that had logs is now a base file: read-optimized shows everything
+        assert_same_rows(rs_read(base, "read_optimized"), before, same, context=f"{name}: RO after compaction")
+        check_plans_parse_with_hudi_schema(base)
