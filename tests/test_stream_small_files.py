@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 from hoodie_stream import HoodieStreamSink, HoodieTable
 from hoodie_stream.format.fs_view import FileSystemView
 
-MAX_FILE = 256 * 1024
+MAX_FILE = 1024 * 1024
 BATCHES = 60
 PER_BATCH = 1000
 
@@ -23,6 +23,7 @@ def test_inserts_are_packed_into_small_file_groups(spark, tmp_path):
         "hoodie.datasource.write.precombine.field": "ts",
         "hoodie.datasource.write.partitionpath.field": "part",
         "hoodie.parquet.max.file.size": str(MAX_FILE),
+        "compaction.delta_commits": "20",
     })
     for b in range(BATCHES):
         df = (spark.range(b * PER_BATCH, (b + 1) * PER_BATCH, numPartitions=2)

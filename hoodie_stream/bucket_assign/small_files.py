@@ -19,10 +19,12 @@ def owner_task(file_id, num_tasks):
 
 
 def average_record_size(timeline, default):
-    """Bytes per record written by the most recent commits that wrote records; `default` until known."""
+    """Bytes per record written by the most recent delta commits that wrote records; `default` until known."""
     total_bytes = total_records = used = 0
     for inst in reversed(timeline.commits_timeline()):
         meta = timeline.read_commit_metadata(inst.timestamp)
+        if meta.compacted:
+            continue  # compaction rewrites records as parquet (with footers); new records arrive as log records
         records = sum((s.num_writes or 0) + (s.num_deletes or 0) for s in meta.all_write_stats())
         if records <= 0:
             continue
