@@ -1,4 +1,3 @@
-import shutil
 import zipfile
 from pathlib import Path
 

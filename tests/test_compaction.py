@@ -9,7 +9,6 @@ import fastavro
 import pytest
 
 from hoodie_stream import HoodieStreamSink, HoodieTable
-from hoodie_stream.compaction import clean as cleaning
 from hoodie_stream.compaction.commit import run_compaction
 from hoodie_stream.compaction.execute import compact_operation
 from hoodie_stream.compaction.offline import compact_table

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..checkpoints import index_state
+from ..format.runs import run_ends, run_starts
 from ..streaming_sink.key_by import DELETE, KEY, KEY_GROUP, PARTITION, SEQ
 
 FILE_ID = "__hs_file_id"
@@ -43,12 +44,7 @@ def precombine(table, ordering_field, event_time):
     keys.append((SEQ, "ascending", "at_start"))
     order = pc.sort_indices(table, sort_keys=keys)
     sorted_keys = pc.take(table[KEY], order).combine_chunks()
-    n = len(sorted_keys)
-    if n == 0:
-        return table
-    last = np.append(pc.not_equal(sorted_keys.slice(1), sorted_keys.slice(0, n - 1)).to_numpy(
-        zero_copy_only=False), True)
-    return table.take(pc.take(order, pa.array(np.flatnonzero(last))))
+    return table.take(pc.take(order, pa.array(run_ends(sorted_keys))))
 
 
 class BucketAssigner:
@@ -158,9 +154,7 @@ class BucketAssigner:
         values = partitions.to_pylist()
         # boundaries between partitions (inserts are sorted by partition)
         n = len(values)
-        change = np.flatnonzero(np.append(True, pc.not_equal(partitions.slice(1), partitions.slice(0, n - 1))
-                                          .to_numpy(zero_copy_only=False))) if n > 1 else np.array([0])
-        bounds = list(change) + [n]
+        bounds = list(run_starts(partitions)) + [n]
         for i in range(len(bounds) - 1):
             start, end = bounds[i], bounds[i + 1]
             partition = values[start]

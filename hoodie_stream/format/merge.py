@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .runs import run_ends
+
 KEY = "_hoodie_record_key"
 IS_DELETED = "_hoodie_is_deleted"
 COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
@@ -151,10 +153,7 @@ def _pick(table, mode, ordering_field):
         sort_keys = [(KEY, "ascending"), (_SEQ, "ascending")]
     order = pc.sort_indices(table, sort_keys=[k if len(k) == 3 else (*k, "at_start") for k in sort_keys])
     keys = pc.take(table[KEY], order).combine_chunks()
-    n = len(keys)
-    changes = pc.not_equal(keys.slice(1), keys.slice(0, n - 1)).to_numpy(zero_copy_only=False)
-    last = np.flatnonzero(np.append(changes, True))
-    return table.take(pc.take(order, pa.array(last)))
+    return table.take(pc.take(order, pa.array(run_ends(keys))))
 
 
 def _drop_before_natural_deletes(table):

@@ -9,7 +9,6 @@ import json
 import logging
 import os
 
-import pyarrow as pa
 
 from ..bucket_assign.assigner import FILE_ID, KIND, BucketAssigner
 from ..bucket_assign.small_files import average_record_size, small_file_profile

@@ -20,6 +20,7 @@ from pympler import asizeof
 
 from ..bucket_assign.assigner import DELETE_NATURAL, DELETE_ORDERED, FILE_ID, INSERT, KIND
 from ..format.file_names import write_token
+from ..format.runs import run_starts
 from ..format.fs_view import FileSystemView, list_file_groups
 from ..format.timeline import Timeline
 from ..format.write_handles import append_log
@@ -126,9 +127,7 @@ class BufferedWriter:
         table = table.take(order)  # a compact copy: buffers never pin Spark's input batches
         ids = table[FILE_ID].combine_chunks()
         n = len(ids)
-        starts = np.flatnonzero(np.append(True, pc.not_equal(ids.slice(1), ids.slice(0, n - 1)).to_numpy(
-            zero_copy_only=False))) if n > 1 else np.array([0])
-        bounds = list(starts) + [n]
+        bounds = list(run_starts(ids)) + [n]
         for i in range(len(bounds) - 1):
             chunk = table.slice(bounds[i], bounds[i + 1] - bounds[i])
             file_id = ids[bounds[i]].as_py()
