@@ -131,3 +131,25 @@ def test_partition_move_with_and_without_global_index(spark, tmp_path, query):
         sink(df_of(spark, [moved]), 1)
         rows = table_rows(rs_read(base))
         assert sorted((r["city"], r["v"]) for r in rows) == expected, global_index
+
+
+def test_files_of_failed_task_attempts_are_removed_before_commit(tmp_path):
+    """A retried write task leaves the failed attempt's log file behind: it has a marker but no write stat, and the
+    coordinator deletes it before the instant completes (Hudi's marker reconciliation)."""
+    from hoodie_stream.streaming_sink import coordinator
+
+    base = str(tmp_path / "t")
+    writer = HoodieWriter.create(base, table_name="t", record_key_fields=["id"], schema=pa.schema(
+        [("id", pa.int64()), ("city", pa.string()), ("ts", pa.int64())]), precombine_field="ts",
+        partition_fields=["city"])
+    rows = pa.table({"id": [1, 2], "city": ["a", "a"], "ts": [1, 1]})
+    txn = writer.start()
+    failed_attempt = txn.insert_log_only("a", rows, task_id=0)
+    txn.stats.clear()  # the failed attempt reported nothing
+    retried = txn.insert_log_only("a", rows, task_id=1)
+    txn.stats.clear()
+    coordinator.commit(txn, [retried], "q", 0)
+    assert not os.path.exists(os.path.join(base, failed_attempt.path))
+    assert os.path.exists(os.path.join(base, retried.path))
+    assert table_rows(rs_read(base)) == [{"id": 1, "city": "a", "ts": 1, "_hoodie_is_deleted": False},
+                                         {"id": 2, "city": "a", "ts": 1, "_hoodie_is_deleted": False}]

@@ -50,7 +50,24 @@ def parse_task_results(rows):
     return stats, flushes
 
 
+def reconcile_markers(base, instant, stats):
+    """Delete files a failed or speculative task attempt wrote (they have markers but no write stat), as Hudi
+    does before completing an instant. Returns the paths removed."""
+    import os
+
+    written = {s.path for s in stats}
+    removed = []
+    for rel, _io in list_markers(base, instant):
+        if rel not in written:
+            path = os.path.join(base, rel)
+            if os.path.exists(path):
+                os.remove(path)
+                removed.append(rel)
+    return removed
+
+
 def commit(txn, stats, identifier, batch_id):
+    reconcile_markers(txn.base, txn.instant, stats)
     txn.add_stats(stats)
     extra = checkpoint_metadata(txn.writer.timeline, identifier, batch_id)
     txn.commit(extra)
