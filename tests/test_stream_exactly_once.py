@@ -153,3 +153,15 @@ def test_files_of_failed_task_attempts_are_removed_before_commit(tmp_path):
     assert os.path.exists(os.path.join(base, retried.path))
     assert table_rows(rs_read(base)) == [{"id": 1, "city": "a", "ts": 1, "_hoodie_is_deleted": False},
                                          {"id": 2, "city": "a", "ts": 1, "_hoodie_is_deleted": False}]
+
+
+def test_delete_operation_with_key_columns_only(spark, tmp_path, query):
+    base = str(tmp_path / "t")
+    query("q")
+    rows = [{"id": i, "city": "a" if i % 2 else "b", "ts": 1, "v": f"v{i}", "_hoodie_is_deleted": False}
+            for i in range(6)]
+    HoodieStreamSink(base, OPTIONS)(df_of(spark, rows), 0)
+    deleter = HoodieStreamSink(base, dict(OPTIONS, **{"hoodie.datasource.write.operation": "delete"}))
+    deleter(spark.createDataFrame([(1, "a"), (4, "b"), (99, "a")], "id long, city string"), 1)
+    assert sorted(r["id"] for r in table_rows(rs_read(base))) == [0, 2, 3, 5]
+    assert sorted(r["id"] for r in table_rows(HoodieTable(base).read())) == [0, 2, 3, 5]

@@ -39,7 +39,7 @@ def precombine(table, ordering_field, event_time):
     if table.num_rows <= 1:
         return table
     keys = [(KEY, "ascending", "at_start")]
-    if event_time and ordering_field:
+    if event_time and ordering_field and ordering_field in table.column_names:
         keys.append((ordering_field, "ascending", "at_start"))
     keys.append((SEQ, "ascending", "at_start"))
     order = pc.sort_indices(table, sort_keys=keys)

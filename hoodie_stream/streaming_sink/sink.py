@@ -63,7 +63,8 @@ class HoodieStreamSink:
         self._check_columns(df)
         batch_arrow = _arrow_schema(df.schema)
         writer = self._open_or_create(batch_arrow)
-        new_avro = self._check_schema(writer, batch_arrow)
+        # a delete batch needs only the key (and partition) columns: nothing of it is written as data
+        new_avro = None if self.options.operation == "delete" else self._check_schema(writer, batch_arrow)
         recovery.rollback_pending_writes(writer.base, writer.timeline)
         self.services.start()
         done = last_batch_id(writer.timeline, identifier)
