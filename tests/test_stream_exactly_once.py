@@ -165,3 +165,33 @@ def test_delete_operation_with_key_columns_only(spark, tmp_path, query):
     deleter(spark.createDataFrame([(1, "a"), (4, "b"), (99, "a")], "id long, city string"), 1)
     assert sorted(r["id"] for r in table_rows(rs_read(base))) == [0, 2, 3, 5]
     assert sorted(r["id"] for r in table_rows(HoodieTable(base).read())) == [0, 2, 3, 5]
+
+
+def test_crash_between_commit_and_index_pointer_keeps_deletes(spark, tmp_path, query):
+    """A crash after the commit but before LATEST moves: the next batch still routes a late write of a deleted
+    key to the file group holding its delete (LATEST is advanced, or the rebuild keeps deleted keys)."""
+    base = str(tmp_path / "t")
+    query("q")
+    sink = HoodieStreamSink(base, OPTIONS)
+    ins = [{"id": i, "city": "a", "ts": 10, "v": "x", "_hoodie_is_deleted": False} for i in range(20)]
+    sink(df_of(spark, ins), 0)
+    before_delete = index_state.read_latest(base)
+    sink(df_of(spark, [dict(r, ts=50, _hoodie_is_deleted=True) for r in ins]), 1)
+    late = [dict(r, ts=40, v="late") for r in ins]
+    for mode in ("pointer behind", "index lost"):
+        index_state.write_latest(base, before_delete)  # the crash happened before LATEST moved
+        if mode == "index lost":
+            shutil.rmtree(index_state.index_dir(base))
+            index_state._CACHE.clear()
+        HoodieStreamSink(base, OPTIONS)(df_of(spark, late), 2 if mode == "pointer behind" else 3)
+        assert table_rows(rs_read(base)) == [], mode
+        before_delete = index_state.read_latest(base)
+
+
+def test_half_created_table_is_created_again(spark, tmp_path, query):
+    base = tmp_path / "t"
+    (base / ".hoodie" / ".aux" / ".bootstrap").mkdir(parents=True)  # killed before hoodie.properties
+    query("q")
+    HoodieStreamSink(str(base), OPTIONS)(df_of(spark, [{"id": 1, "city": "a", "ts": 1, "v": "x",
+                                                        "_hoodie_is_deleted": False}]), 0)
+    assert [r["id"] for r in table_rows(rs_read(str(base)))] == [1]

@@ -8,6 +8,7 @@
 """
 
 import json
+import os
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -15,10 +16,34 @@ import pyarrow.compute as pc
 from ..format.fs_view import FileSlice, FileSystemView
 from ..format.file_names import parse_log_file_name
 from ..format.reader import HoodieTable
+from ..format.timeline import Timeline
 from ..format.rollback import finish_pending_rollbacks, rollback_instant
+from ..format.runs import run_ends
 from . import index_state
 
 WRITE_ACTIONS = ("deltacommit", "commit", "replacecommit")
+
+
+def remove_leftovers(base):
+    """Delete what killed writers leave behind and no reader uses: temp files of log, base and timeline writes,
+    and marker directories of completed instants. Only safe while nothing writes to the table."""
+    import shutil
+
+    from ..format.markers import marker_dir
+
+    for root, dirs, files in os.walk(base):
+        rel = os.path.relpath(root, base)
+        if rel.startswith(".hoodie" + os.sep + "metadata") or rel.startswith(".hoodie" + os.sep + ".aux"):
+            continue
+        for name in files:
+            if (name.startswith("_tmp_") and name.endswith(".writing")) or (name.startswith(".")
+                                                                              and name.endswith(".tmp")):
+                os.remove(os.path.join(root, name))
+    timeline = Timeline(base)
+    for inst in timeline.completed():
+        directory = marker_dir(base, inst.timestamp)
+        if os.path.isdir(directory):
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def rollback_pending_writes(base, timeline):
@@ -46,9 +71,42 @@ def latest_data_instant(timeline):
     return None
 
 
+INDEX_MARK = "_hoodie_stream_index_state"
+
+
+def _data_instants(timeline):
+    out = []
+    for inst in timeline.commits_timeline():
+        if inst.action == "commit":
+            meta = timeline.read_commit_metadata(inst.timestamp)
+            if meta.compacted or meta.operation_type in ("COMPACT", "LOG_COMPACT"):
+                continue
+        out.append(inst)
+    return out
+
+
 def index_is_current(base, timeline):
-    latest = latest_data_instant(timeline)
-    return latest is None or index_state.read_latest(base) == latest
+    """True when the index state covers every completed data instant.
+
+    `LATEST` is written after each commit; a crash in between leaves it one instant behind although that instant
+    saved its index deltas before committing. When every data instant after `LATEST` was written by this sink
+    (its commits carry INDEX_MARK), `LATEST` is simply moved forward. Anything else (commits by another writer, no
+    `LATEST` at all on a non-empty table) needs a rebuild.
+    """
+    data = _data_instants(timeline)
+    if not data:
+        return True
+    recorded = index_state.read_latest(base)
+    if recorded == data[-1].timestamp:
+        return True
+    if recorded is None or recorded not in {i.timestamp for i in data}:
+        return False
+    later = [i for i in data if i.timestamp > recorded]
+    for inst in later:
+        if timeline.read_commit_metadata(inst.timestamp).extra_metadata.get(INDEX_MARK) != "1":
+            return False
+    index_state.write_latest(base, data[-1].timestamp)
+    return True
 
 
 class _ReadKeys:
@@ -66,14 +124,18 @@ class _ReadKeys:
             for row in batch.to_pylist():
                 logs = [parse_log_file_name(n) for n in json.loads(row["logs"])]
                 fs = FileSlice(row["partition"], row["file_id"], row["base_instant"], row["base_file"] or None, logs)
-                records = table.read_slice(fs, self.committed, schema)
+                # deleted keys stay in the index (routed to the file group holding their delete), so a late
+                # write with a smaller ordering value meets the delete, as it would have without the rebuild
+                records = table.read_slice(fs, self.committed, schema, keep_deletes=True)
                 record_keys = records["_hoodie_record_key"].combine_chunks()
+                live = pc.invert(records["__hs_del"]).combine_chunks()
                 parts = pa.array([row["partition"]] * records.num_rows, pa.string())
                 keys = record_keys
                 if not self.global_index:
                     keys = pc.binary_join_element_wise(parts, record_keys, "\u0001")
                 yield pa.record_batch([keys, parts, pa.array([row["file_id"]] * records.num_rows, pa.string()),
-                                       record_keys], names=["key", "partition", "file_id", "record_key"])
+                                       record_keys, live],
+                                      names=["key", "partition", "file_id", "record_key", "live"])
 
 
 class _WriteStates:
@@ -90,9 +152,20 @@ class _WriteStates:
         table = pa.concat_tables(tables)
         groups = pc.unique(table["kg"]).to_pylist()
         for kg in groups:
-            state = table.filter(pc.equal(table["kg"], kg)).select(["key", "partition", "file_id"])
+            state = _one_location_per_key(table.filter(pc.equal(table["kg"], kg)))
             index_state.save_full(self.base, kg, self.instant, state)
         yield pa.record_batch([pa.array(groups, pa.int32())], names=["kg"])
+
+
+def _one_location_per_key(table):
+    """A key found in several file groups (a delete left in its old partition after a move) maps to the file
+    group holding it live; among deletes only, to the greatest file id (deterministic)."""
+    if table.num_rows == 0:
+        return table.select(["key", "partition", "file_id"])
+    order = pc.sort_indices(table, sort_keys=[("key", "ascending"), ("live", "ascending"),
+                                              ("file_id", "ascending")])
+    keys = pc.take(table["key"], order).combine_chunks()
+    return table.take(pc.take(order, pa.array(run_ends(keys)))).select(["key", "partition", "file_id"])
 
 
 def rebuild_index(spark, base, timeline, key_groups, global_index, tasks):
@@ -112,7 +185,7 @@ def rebuild_index(spark, base, timeline, key_groups, global_index, tasks):
             rows, "partition string, file_id string, base_instant string, base_file string, logs string")
         slices = slices.repartition(min(len(rows), max(1, tasks * 2)))
         keys = slices.mapInArrow(_ReadKeys(base, committed, global_index),
-                                 "key string, partition string, file_id string, record_key string")
+                                 "key string, partition string, file_id string, record_key string, live boolean")
         keys = keys.withColumn("kg", F.pmod(F.xxhash64("record_key"), F.lit(key_groups)).cast("int"))
         written = [r.kg for r in keys.repartition(tasks, "kg").mapInArrow(
             _WriteStates(base, latest), "kg int").collect()]

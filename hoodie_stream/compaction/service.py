@@ -55,6 +55,10 @@ class TableServices:
         self._spark = None
         self._recovered = False
 
+    @property
+    def started(self):
+        return self._recovered
+
     def start(self):
         """Recovery before the first micro-batch of this process."""
         if not self._recovered:

@@ -11,6 +11,7 @@ import re
 
 from ..checkpoints import index_state
 from ..checkpoints.batch_checkpoint import checkpoint_metadata
+from ..checkpoints.recovery import INDEX_MARK
 from ..format.commit_metadata import WriteStat
 from ..format.errors import HoodieError
 from ..format.markers import list_markers
@@ -70,6 +71,7 @@ def commit(txn, stats, identifier, batch_id):
     reconcile_markers(txn.base, txn.instant, stats)
     txn.add_stats(stats)
     extra = checkpoint_metadata(txn.writer.timeline, identifier, batch_id)
+    extra[INDEX_MARK] = "1"  # this instant saved its index state before committing
     txn.commit(extra)
     index_state.write_latest(txn.base, txn.instant)
     return txn.instant

@@ -8,6 +8,7 @@ driver coordinates one delta commit per micro-batch and makes the result exactly
 import json
 import logging
 import os
+import shutil
 
 
 from ..bucket_assign.assigner import FILE_ID, KIND, BucketAssigner
@@ -65,6 +66,8 @@ class HoodieStreamSink:
         writer = self._open_or_create(batch_arrow)
         # a delete batch needs only the key (and partition) columns: nothing of it is written as data
         new_avro = None if self.options.operation == "delete" else self._check_schema(writer, batch_arrow)
+        if not self.services.started:
+            recovery.remove_leftovers(writer.base)  # first batch of this process: nothing else writes yet
         recovery.rollback_pending_writes(writer.base, writer.timeline)
         self.services.start()
         done = last_batch_id(writer.timeline, identifier)
@@ -122,6 +125,9 @@ class HoodieStreamSink:
     def _open_or_create(self, batch_arrow):
         hoodie = os.path.join(self.path, ".hoodie")
         o = self.options
+        if _half_created(hoodie):
+            log.warning("%s: removing a .hoodie directory whose creation was interrupted", hoodie)
+            shutil.rmtree(hoodie)
         if not os.path.isdir(hoodie):
             if os.path.isdir(self.path) and [n for n in os.listdir(self.path) if not n.startswith(".")]:
                 raise HoodieTableError(self.path, "the directory is not empty and is not a Hudi table "
@@ -210,6 +216,19 @@ class HoodieStreamSink:
         results = routed.repartition(write_tasks, FILE_ID).mapInArrow(
             write_fn, T.StructType([T.StructField(n, T.StringType()) for n in RESULT_SCHEMA.names]))
         return [(r["kind"], r["payload"]) for r in results.collect()]
+
+
+def _half_created(hoodie):
+    """A .hoodie left by a table creation that died before hoodie.properties was written: no properties, no
+    instant, no data file anywhere in the table."""
+    if not os.path.isdir(hoodie):
+        return False
+    if any(os.path.exists(os.path.join(hoodie, n)) for n in ("hoodie.properties", "hoodie.properties.backup")):
+        return False
+    if any(not n.startswith(".") and os.path.isfile(os.path.join(hoodie, n)) for n in os.listdir(hoodie)):
+        return False
+    base = os.path.dirname(hoodie)
+    return not [n for n in os.listdir(base) if not n.startswith(".")]
 
 
 def _arrow_schema(spark_schema):
