@@ -124,12 +124,13 @@ class BufferedWriter:
         if table.num_rows == 0:
             return
         order = pc.sort_indices(table, sort_keys=[(FILE_ID, "ascending")])
-        table = table.take(order)  # a compact copy: buffers never pin Spark's input batches
-        ids = table[FILE_ID].combine_chunks()
+        ids = pc.take(table[FILE_ID], order).combine_chunks()
         n = len(ids)
         bounds = list(run_starts(ids)) + [n]
         for i in range(len(bounds) - 1):
-            chunk = table.slice(bounds[i], bounds[i + 1] - bounds[i])
+            # each bucket gets its own compact copy of its rows: a flush frees exactly what it wrote, and the
+            # buffers never pin Spark's input batches
+            chunk = table.take(order.slice(bounds[i], bounds[i + 1] - bounds[i]))
             file_id = ids[bounds[i]].as_py()
             bucket = self.buckets.get(file_id)
             if bucket is None:

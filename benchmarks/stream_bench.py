@@ -1,0 +1,463 @@
+"""Streaming write benchmark: HoodieStreamSink against the Spark floor and delta-rs `merge`, per CDC micro-batch.
+
+Setup (local[2], 2 shuffle partitions): a non-partitioned table keyed by `id` (precombine `ts`, 8 trips-like
+columns, about 100 bytes a record), grown in `--build-chunk` batches of new keys through the sink itself (the same
+sink instance, upsert: a second sink on the table would be a second writer racing its table services) and, for
+delta-rs, the same chunks appended with `write_deltalake`. At each table size of `--sizes` (default 1M then 6M
+rows) `--batches` CDC micro-batches of `--batch-rows` events (70% updates of live keys, 5% deletes of live keys as
+`_hoodie_is_deleted=true`, 25% inserts of new keys, shuffled; keys unique in a batch) are written to parquet (two
+files a batch, so Spark reads them in two tasks) and each batch is applied by:
+
+- sink:  `sink(spark.read.parquet(batch), batch_id)`, the call foreachBatch makes (no streaming query: the sink is
+         called directly, so the figures hold nothing but the micro-batch itself); one delta commit per batch;
+- floor: the same DataFrame through the sink's shape with nothing computed and nothing written: mapInArrow
+         pass-through, shuffle by pmod(xxhash64(id), 128), mapInArrow adding a bucket id, shuffle by bucket id,
+         mapInArrow counting rows, collect;
+- delta: `pyarrow.parquet.read_table(batch)` then delta-rs `merge` on `id` into a Delta table holding the same
+         rows (matched & deleted -> delete, matched -> update all, not matched & not deleted -> insert all).
+
+Batches are interleaved (sink, floor, delta for batch k, then k+1), each system gets `--warmup` unmeasured batches
+first at every size. Latency per batch: median and p99 (nearest rank: with 10 batches it is the slowest one);
+records/s = batch events / median latency. Ratios are computed in the same run: sink/floor speed = floor latency /
+sink latency (goal >= 0.5), delta/sink = delta latency / sink latency (goal >= 1.5). Where the time goes: every Spark
+stage's wall time (from Spark's status store, no UI needed) and the sink's driver-side time (latency minus the span
+of its Spark stages). `--profile` adds a cProfile of the sink's three mapInArrow functions over extra batches
+(Spark's `spark.sql.pyspark.udf.profiler=perf`).
+
+Table services: compaction scheduling is off unless `--compaction` (then the sink's defaults: a plan every 5 delta
+commits, executed asynchronously on the same two cores); cleaning runs with its defaults.
+
+Run: python benchmarks/stream_bench.py                     # 1M and 6M rows, 10 batches of 100k at each
+     python benchmarks/stream_bench.py --quick             # 200k and 1M rows, 4 batches: under ~3 minutes
+     python benchmarks/stream_bench.py --sizes 6000000 --batches 20 --systems sink,delta
+Needs: pip install -e ".[bench]" (deltalake) for the delta-rs column; `--systems sink,floor` runs without it.
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from memory_bench import WorkerRss
+
+SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("uuid", pa.string()), ("rider", pa.string()),
+                    ("driver", pa.string()), ("fare", pa.float64()), ("city", pa.string()),
+                    ("_hoodie_is_deleted", pa.bool_())])
+DDL = "id long, ts long, uuid string, rider string, driver string, fare double, city string, _hoodie_is_deleted boolean"
+CITIES = pa.array(["san_francisco", "sao_paulo", "chennai", "new_york"])
+KEY_GROUPS = 128
+FLOOR_BUCKETS = 16
+STAGES = {"sink": ("read+key-by", "bucket-assign", "write"), "floor": ("read+pass", "pass+bucket", "pass+count")}
+
+
+# -- data --------------------------------------------------------------------------------------------------
+def rows(ids, ts, rng, deleted=False):
+    n = len(ids)
+    ids = np.asarray(ids, dtype=np.int64)
+    u = rng.integers(0, 2**62, n)
+    return pa.table({
+        "id": pa.array(ids),
+        "ts": pa.array(np.full(n, ts, dtype=np.int64)),
+        "uuid": pc.cast(pa.array(u), pa.string()),
+        "rider": pc.binary_join_element_wise("rider-", pc.cast(pa.array(ids % 1000), pa.string()), ""),
+        "driver": pc.binary_join_element_wise("driver-", pc.cast(pa.array(u % 1000), pa.string()), ""),
+        "fare": pa.array(rng.random(n) * 100),
+        "city": pc.take(CITIES, pa.array(ids % len(CITIES))),
+        "_hoodie_is_deleted": pa.array(np.full(n, deleted)),
+    }, schema=SCHEMA)
+
+
+class Workload:
+    """Keys 0..next_id-1, `live` marks the ones not deleted; CDC batches drawn from them."""
+
+    def __init__(self, seed=7):
+        self.rng = np.random.default_rng(seed)
+        self.live = np.zeros(0, dtype=bool)
+        self.next_id = 0
+        self.ts = 0
+
+    def _grow(self, n):
+        ids = np.arange(self.next_id, self.next_id + n, dtype=np.int64)
+        self.next_id += n
+        self.live = np.concatenate([self.live, np.ones(n, dtype=bool)])
+        return ids
+
+    def inserts(self, n):
+        return rows(self._grow(n), 0, self.rng)
+
+    def cdc(self, n, updates=0.70, deletes=0.05):
+        self.ts += 1
+        n_upd, n_del = int(n * updates), int(n * deletes)
+        n_ins = n - n_upd - n_del
+        live = np.flatnonzero(self.live)
+        picked = self.rng.choice(live, n_upd + n_del, replace=False)
+        upd, dele = picked[:n_upd], picked[n_upd:]
+        ins = self._grow(n_ins)
+        self.live[dele] = False
+        t = pa.concat_tables([rows(upd, self.ts, self.rng), rows(dele, self.ts, self.rng, deleted=True),
+                              rows(ins, self.ts, self.rng)])
+        t = t.take(pa.array(self.rng.permutation(n)))
+        return t, {"updates": n_upd, "deletes": n_del, "inserts": n_ins}
+
+    @property
+    def live_rows(self):
+        return int(self.live.sum())
+
+
+def write_batch(table, directory, files=2):
+    os.makedirs(directory, exist_ok=True)
+    step = -(-table.num_rows // files)
+    for i in range(files):
+        pq.write_table(table.slice(i * step, step), os.path.join(directory, f"part-{i}.parquet"))
+    return directory
+
+
+# -- spark -------------------------------------------------------------------------------------------------
+def spark_session(driver_memory="4g", app="hoodie-stream-bench", conf=None):
+    """A local[2] session whose Python workers run this interpreter (as tests/conftest.py spark_builder)."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").appName(app)
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.default.parallelism", "2")
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.driver.memory", driver_memory))
+    for key, value in (conf or {}).items():
+        spark = spark.config(key, value)
+    spark = spark.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def stage_walls(spark, group):
+    """[(stage id, wall ms, task ms)] of the completed stages of a job group, in stage order."""
+    sc = spark.sparkContext
+    tracker = sc.statusTracker()
+    store = sc._jsc.sc().statusStore()
+    out = []
+    for job in sorted(tracker.getJobIdsForGroup(group)):
+        info = tracker.getJobInfo(job)
+        if info is None:
+            continue
+        for sid in sorted(info.stageIds):
+            try:
+                s = store.lastStageAttempt(sid)
+            except Exception:  # a stage never submitted (skipped)
+                continue
+            sub, done = s.submissionTime(), s.completionTime()
+            if not (sub.isDefined() and done.isDefined()):
+                continue
+            out.append((sid, sub.get().getTime(), done.get().getTime(), s.executorRunTime()))
+    return out
+
+
+class Timed:
+    """Run `fn` under a fresh Spark job group; wall time and per-stage times."""
+
+    def __init__(self, spark):
+        self.spark = spark
+        self.n = 0
+
+    def __call__(self, fn):
+        self.n += 1
+        group = f"bench-{self.n}"
+        sc = self.spark.sparkContext
+        sc.setJobGroup(group, group)
+        t0 = time.perf_counter()
+        try:
+            fn()
+        finally:
+            elapsed = time.perf_counter() - t0
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        stages = stage_walls(self.spark, group)
+        span = (max(s[2] for s in stages) - min(s[1] for s in stages)) / 1000 if stages else 0.0
+        return elapsed, [(s[2] - s[1]) / 1000 for s in stages], span
+
+
+def read(spark, directory):
+    """The batch as Spark reads it (schema given, as a streaming file source has it: no inference job)."""
+    return spark.read.schema(DDL).parquet(directory)
+
+
+# -- the floor ---------------------------------------------------------------------------------------------
+class PassThrough:
+    def __call__(self, batches):
+        yield from batches
+
+
+class AddBucket:
+    def __call__(self, batches):
+        for b in batches:
+            bucket = pa.array((b.column(0).to_numpy(zero_copy_only=False) % FLOOR_BUCKETS).astype(np.int32))
+            yield pa.RecordBatch.from_arrays(b.columns + [bucket], names=b.schema.names + ["__bucket"])
+
+
+class CountRows:
+    def __call__(self, batches):
+        n = 0
+        for b in batches:
+            n += b.num_rows
+        yield pa.record_batch([pa.array([n], pa.int64())], names=["n"])
+
+
+def floor(df):
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    keyed = df.mapInArrow(PassThrough(), df.schema)
+    keyed = keyed.withColumn("__kg", F.pmod(F.xxhash64(F.col("id")), F.lit(KEY_GROUPS)).cast("int"))
+    bucket_schema = T.StructType(keyed.schema.fields + [T.StructField("__bucket", T.IntegerType())])
+    routed = keyed.repartition(2, "__kg").mapInArrow(AddBucket(), bucket_schema)
+    out = routed.repartition(2, "__bucket").mapInArrow(CountRows(), "n long")
+    return sum(r["n"] for r in out.collect())
+
+
+# -- delta-rs ----------------------------------------------------------------------------------------------
+def delta_merge(path, batch_dir):
+    from deltalake import DeltaTable
+
+    source = pq.read_table(batch_dir)
+    (DeltaTable(path).merge(source=source, predicate="t.id = s.id", source_alias="s", target_alias="t")
+     .when_matched_delete(predicate="s._hoodie_is_deleted")
+     .when_matched_update_all()
+     .when_not_matched_insert_all(predicate="NOT s._hoodie_is_deleted")
+     .execute())
+
+
+# -- figures -----------------------------------------------------------------------------------------------
+def p99(values):
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, int(np.ceil(0.99 * len(s))) - 1))]
+
+
+def summarize(lat):
+    return statistics.median(lat), p99(lat)
+
+
+def fmt_s(x):
+    return f"{x:7.3f}s"
+
+
+class Results:
+    def __init__(self):
+        self.by_size = {}  # size -> system -> {"lat": [], "stages": [], "span": []}
+
+    def add(self, size, system, elapsed, stages, span):
+        rec = self.by_size.setdefault(size, {}).setdefault(system, {"lat": [], "stages": [], "span": []})
+        rec["lat"].append(elapsed)
+        rec["stages"].append(stages)
+        rec["span"].append(span)
+
+
+def print_size(size, res, batch_rows):
+    print(f"\n== table of {size:,} rows, batches of {batch_rows:,} events ({len(next(iter(res.values()))['lat'])} "
+          f"measured batches) ==")
+    print(f"{'system':<7} {'median':>9} {'p99':>9} {'records/s':>11}   per-batch latencies (s)")
+    for system, rec in res.items():
+        med, hi = summarize(rec["lat"])
+        lats = " ".join(f"{x:.2f}" for x in rec["lat"])
+        print(f"{system:<7} {fmt_s(med)} {fmt_s(hi)} {batch_rows / med:11,.0f}   {lats}")
+    for system in ("sink", "floor"):
+        rec = res.get(system)
+        if not rec or not rec["stages"]:
+            continue
+        widths = {len(s) for s in rec["stages"]}
+        if len(widths) != 1:
+            print(f"  {system}: stage counts vary per batch {sorted(widths)}; per-stage breakdown skipped")
+            continue
+        k = widths.pop()
+        names = STAGES[system] if k == 3 else [f"stage{i}" for i in range(k)]
+        parts = [f"{n} {statistics.median([s[i] for s in rec['stages']]):.3f}s" for i, n in enumerate(names)]
+        driver = statistics.median([lat - span for lat, span in zip(rec["lat"], rec["span"])])
+        print(f"  {system} median stage walls: " + ", ".join(parts) + f"; driver-side (latency - Spark span) "
+              f"{driver:.3f}s")
+
+
+def ratios(res):
+    out = {}
+    if "sink" in res:
+        sink = statistics.median(res["sink"]["lat"])
+        if "floor" in res:
+            out["sink/floor speed"] = statistics.median(res["floor"]["lat"]) / sink
+        if "delta" in res:
+            out["sink vs delta-rs (delta latency / sink latency)"] = statistics.median(res["delta"]["lat"]) / sink
+    return out
+
+
+def print_profile(spark, top=14):
+    import pstats
+
+    results = spark.profile.profiler_collector._perf_profile_results
+    for udf_id, stats in sorted(results.items(), key=lambda kv: str(kv[0])):
+        print(f"\n-- cProfile of mapInArrow UDF {udf_id} (sink batches, both tasks), top {top} by own time --")
+        stats.sort_stats(pstats.SortKey.TIME).print_stats(top)
+        stats.print_callers(r"compute\.py:\d+\(wrapper\)|\(read\)$")
+
+
+# -- main --------------------------------------------------------------------------------------------------
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--sizes", default="1000000,6000000", help="table sizes (rows) to measure at, ascending")
+    p.add_argument("--batches", type=int, default=10, help="measured CDC batches per size")
+    p.add_argument("--batch-rows", type=int, default=100_000, help="events per CDC batch")
+    p.add_argument("--warmup", type=int, default=1, help="unmeasured batches per size and system")
+    p.add_argument("--build-chunk", type=int, default=1_000_000, help="rows per insert batch while building")
+    p.add_argument("--systems", default="sink,floor,delta")
+    p.add_argument("--compaction", action="store_true", help="let the sink schedule + run async compaction")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="after the measurements, cProfile the sink's mapInArrow functions over N more batches")
+    p.add_argument("--verify", action="store_true", help="check the row count of both tables at the end")
+    p.add_argument("--quick", action="store_true", help="200k and 1M rows, 4 batches (under ~3 minutes)")
+    p.add_argument("--driver-memory", default="4g")
+    p.add_argument("--workdir", default=None, help="where tables and batches go (default: a temp dir)")
+    p.add_argument("--keep", action="store_true", help="keep the work directory")
+    a = p.parse_args(argv)
+    if a.quick:
+        a.sizes, a.batches, a.build_chunk, a.verify = "200000,1000000", 4, 800_000, True
+    a.sizes = [int(float(s)) for s in a.sizes.split(",")]
+    a.systems = [s.strip() for s in a.systems.split(",") if s.strip()]
+    return a
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    from hoodie_stream.streaming_sink.sink import HoodieStreamSink
+
+    work = args.workdir or tempfile.mkdtemp(prefix="stream-bench-")
+    os.makedirs(work, exist_ok=True)
+    hudi_path, delta_path = os.path.join(work, "hudi"), os.path.join(work, "delta")
+    systems = args.systems
+    if "delta" in systems:
+        from deltalake import write_deltalake
+    print(f"stream_bench: local[2], {os.cpu_count()} cores; sizes {args.sizes}; {args.batches} batches of "
+          f"{args.batch_rows:,} events (+{args.warmup} warm-up) per size; systems {systems}; work dir {work}")
+    t_start = time.perf_counter()
+    spark = spark_session(args.driver_memory)
+    rss = WorkerRss()
+    rss.start()
+    options = {"hoodie.table.name": "bench", "hoodie.datasource.write.recordkey.field": "id",
+               "hoodie.datasource.write.precombine.field": "ts"}
+    if not args.compaction:
+        options["compaction.schedule.enabled"] = "false"
+    sink = HoodieStreamSink(hudi_path, options)  # one writer: it also builds the table (upserts of new keys)
+    timed = Timed(spark)
+    work_load = Workload()
+    results = Results()
+    batch_id = 0
+    batch_no = 0
+    try:
+        for size in args.sizes:
+            # grow the tables to `size` live rows
+            while work_load.live_rows < size:
+                n = min(args.build_chunk, size - work_load.live_rows)
+                chunk = work_load.inserts(n)
+                d = write_batch(chunk, os.path.join(work, "build", f"{work_load.next_id}"), files=2)
+                if "sink" in systems:
+                    el, _, _ = timed(lambda: sink(read(spark, d), batch_id))
+                    batch_id += 1
+                    print(f"  build: sink inserted {n:,} rows in {el:.1f}s ({n / el:,.0f} rows/s)")
+                if "delta" in systems:
+                    t0 = time.perf_counter()
+                    write_deltalake(delta_path, pq.read_table(d), mode="append")
+                    el = time.perf_counter() - t0
+                    print(f"  build: delta-rs appended {n:,} rows in {el:.1f}s ({n / el:,.0f} rows/s)")
+                shutil.rmtree(d)
+            for k in range(args.warmup + args.batches):
+                table, mix = work_load.cdc(args.batch_rows)
+                batch_no += 1
+                d = write_batch(table, os.path.join(work, "batches", f"{batch_no:04d}"))
+                measured = k >= args.warmup
+                for system in systems:
+                    if system == "sink":
+                        el, stages, span = timed(lambda: sink(read(spark, d), batch_id))
+                        batch_id += 1
+                        r = sink.last_result
+                        if r.num_writes != mix["updates"] + mix["inserts"] or r.num_deletes != mix["deletes"]:
+                            print(f"  WARNING: sink wrote {r.num_writes} records and {r.num_deletes} deletes for "
+                                  f"{mix}")
+                    elif system == "floor":
+                        el, stages, span = timed(lambda: floor(read(spark, d)))
+                    elif system == "delta":
+                        t0 = time.perf_counter()
+                        delta_merge(delta_path, d)
+                        el, stages, span = time.perf_counter() - t0, [], 0.0
+                    else:
+                        raise SystemExit(f"unknown system {system!r}")
+                    if measured:
+                        results.add(size, system, el, stages, span)
+                shutil.rmtree(d)
+            print_size(size, results.by_size[size], args.batch_rows)
+            print(f"  python workers: peak RSS {rss.peak_mb():.0f} MB (one process), "
+                  f"{rss.peak_total_mb():.0f} MB (all together) so far")
+        if args.profile and "sink" in systems:
+            spark.conf.set("spark.sql.pyspark.udf.profiler", "perf")
+            for _ in range(args.profile):
+                table, _mix = work_load.cdc(args.batch_rows)
+                batch_no += 1
+                d = write_batch(table, os.path.join(work, "batches", f"{batch_no:04d}"))
+                sink(read(spark, d), batch_id)
+                batch_id += 1
+                if "delta" in systems:  # keep the Delta table in step for --verify
+                    delta_merge(delta_path, d)
+            spark.conf.unset("spark.sql.pyspark.udf.profiler")
+            print_profile(spark)
+        if args.verify:
+            verify(hudi_path if "sink" in systems else None, delta_path if "delta" in systems else None,
+                   work_load.live_rows)
+    finally:
+        rss.stop()
+        sink.close()
+        spark.stop()
+        if not args.keep and not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+
+    print("\n== summary ==")
+    for size in args.sizes:
+        for name, value in ratios(results.by_size[size]).items():
+            goal = 0.5 if "floor" in name else 1.5
+            verdict = "met" if value >= goal else "NOT met"
+            print(f"  {size:>11,} rows: {name} = {value:.2f}  (goal >= {goal}: {verdict})")
+    if len(args.sizes) > 1 and "sink" in systems:
+        first, last = args.sizes[0], args.sizes[-1]
+        for system in systems:
+            a = statistics.median(results.by_size[first][system]["lat"])
+            b = statistics.median(results.by_size[last][system]["lat"])
+            print(f"  {system}: median latency {a:.3f}s at {first:,} rows -> {b:.3f}s at {last:,} rows "
+                  f"(x{b / a:.2f} for x{last / first:.1f} the rows)")
+    print(f"  python workers: peak RSS {rss.peak_mb():.0f} MB (one process), {rss.peak_total_mb():.0f} MB (all)")
+    print(f"  total run time {time.perf_counter() - t_start:.0f}s")
+    return results
+
+
+def verify(hudi_path, delta_path, expected):
+    if delta_path:
+        from deltalake import DeltaTable
+
+        n = DeltaTable(delta_path).to_pyarrow_dataset().count_rows()
+        print(f"  verify: delta-rs table has {n:,} rows, expected {expected:,}: {'ok' if n == expected else 'WRONG'}")
+    if hudi_path:
+        from hoodie_stream.format.reader import HoodieTable
+
+        n = HoodieTable(hudi_path).read(columns=["id"]).num_rows
+        print(f"  verify: Hudi table has {n:,} rows, expected {expected:,}: {'ok' if n == expected else 'WRONG'}")
+
+
+if __name__ == "__main__":
+    main()
