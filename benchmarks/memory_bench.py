@@ -315,7 +315,7 @@ def assign_check(rng, rows):
              .append_column(PARTITION, pa.array([""] * rows)).append_column(DELETE, pa.array(np.zeros(rows, bool)))
              .append_column(KEY_GROUP, pa.array((ids % 64).astype(np.int32))))
         assigner = BucketAssigner(scratch, "20260101000000000", set(), True, "upsert", "ts", True, {}, 32 * MB / 1040,
-                                  ["id", "ts", "name", "payload"])
+                                  ["id", "ts", "name", "payload"], 1)
         resettable = _reset_peak()
         rss0 = _self_kb("VmRSS")
         out = assigner.assign(t, 0)

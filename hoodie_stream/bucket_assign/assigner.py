@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from ..checkpoints import index_state
 from ..format.runs import run_ends, run_starts
 from ..streaming_sink.key_by import DELETE, KEY, KEY_GROUP, PARTITION, SEQ
+from .small_files import owner_task
 
 FILE_ID = "__hs_file_id"
 KIND = "__hs_kind"
@@ -30,8 +31,15 @@ UPDATE, INSERT, DELETE_ORDERED, DELETE_NATURAL = 0, 1, 2, 3
 _NAMESPACE = uuid.UUID("6f1d3c2e-7a53-4c1b-9a8e-5d0b1e2f3a40")
 
 
-def new_file_id(instant, task, partition, n):
-    return f"{uuid.uuid5(_NAMESPACE, f'{instant}/{task}/{partition}/{n}')}-0"
+def new_file_id(instant, task, partition, n, num_tasks):
+    """The n-th new file id a task opens in a partition: deterministic (a retried task opens the same file
+    groups) and owned by the task that opens it, so later micro-batches pack inserts into it from that task."""
+    salt = 0
+    while True:
+        file_id = f"{uuid.uuid5(_NAMESPACE, f'{instant}/{task}/{partition}/{n}/{salt}')}-0"
+        if owner_task(file_id, num_tasks) == task:
+            return file_id
+        salt += 1
 
 
 def precombine(table, ordering_field, event_time):
@@ -51,7 +59,7 @@ class BucketAssigner:
     """Picklable mapInArrow function for the bucket-assign stage of one micro-batch."""
 
     def __init__(self, base, instant, committed, global_index, operation, ordering_field, event_time,
-                 small_files, new_file_capacity, data_columns):
+                 small_files, new_file_capacity, data_columns, num_tasks):
         self.base = base
         self.instant = instant
         self.committed = committed
@@ -62,6 +70,7 @@ class BucketAssigner:
         self.small_files = small_files
         self.new_file_capacity = max(1, int(new_file_capacity))
         self.data_columns = data_columns
+        self.num_tasks = num_tasks
 
     def __call__(self, batches):
         from pyspark import TaskContext
@@ -91,6 +100,10 @@ class BucketAssigner:
         if self.operation == "insert":
             pos = pa.nulls(table.num_rows, pa.int64())
         else:
+            # probe the (large) state with a hash set of the (small) batch, then look the batch up in the few
+            # matching state rows: no hash table is built over the whole state
+            batch_keys = pc.unique(lookup.combine_chunks() if isinstance(lookup, pa.ChunkedArray) else lookup)
+            state = state.filter(pc.is_in(state["key"], value_set=batch_keys))
             pos = pc.index_in(lookup, value_set=state["key"].combine_chunks()).cast(pa.int64())
         found = pc.is_valid(pos)
         safe = pc.fill_null(pos, 0)
@@ -166,7 +179,7 @@ class BucketAssigner:
             total = sum(caps)
             k = 0
             while total < count:
-                ids.append(new_file_id(self.instant, task, partition, k))
+                ids.append(new_file_id(self.instant, task, partition, k, self.num_tasks))
                 caps.append(self.new_file_capacity)
                 total += self.new_file_capacity
                 k += 1

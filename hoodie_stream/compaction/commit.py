@@ -42,6 +42,18 @@ def _new_files(base, instant, plan):
     return sorted(found)
 
 
+def _remove_strays(base, instant, plan, stats):
+    """Before completing: delete files of this instant that no reported operation wrote (a failed task attempt,
+    or a task of an earlier failed run that finished after that run was cleaned up), as Hudi reconciles markers."""
+    kept = {s.path for s in stats}
+    for rel in _new_files(base, instant, plan):
+        if rel not in kept:
+            path = os.path.join(base, rel)
+            if os.path.exists(path):
+                log.info("compaction %s: removing %s, written by a failed attempt", instant, rel)
+                os.remove(path)
+
+
 def revert_to_requested(base, timeline, instant):
     """Undo an inflight (or failed) compaction: delete its new files and its inflight file; the plan stays."""
     timeline.reload()
@@ -93,6 +105,7 @@ def run_compaction(spark, base, timeline, instant, max_memory_bytes, tasks=None)
         by_partition = {}
         for stat in stats:
             by_partition.setdefault(stat.partition_path, []).append(stat)
+        _remove_strays(base, instant, plan, stats)
         schema = json.dumps(HoodieTable(base).avro_schema(), separators=(",", ":"))
         meta = CommitMetadata(by_partition, True, {"schema": schema}, "COMPACT", None)
         timeline.complete(instant, "compaction", meta.to_json())

@@ -209,7 +209,8 @@ class HoodieStreamSink:
             T.StructField(FILE_ID, T.StringType()), T.StructField(KIND, T.ByteType()),
             T.StructField(SEQ, T.LongType())])
         assigner = BucketAssigner(writer.base, txn.instant, committed, o.global_index, o.operation, ordering,
-                                  mode == "EVENT_TIME_ORDERING", small, o.max_file_size / record_size, data_columns)
+                                  mode == "EVENT_TIME_ORDERING", small, o.max_file_size / record_size, data_columns,
+                                  assign_tasks)
         routed = keyed.repartition(assign_tasks, KEY_GROUP).mapInArrow(assigner, routed_schema)
         write_fn = StreamWriteFunction(writer.base, txn.instant, txn.avro_schema, data_columns, ordering,
                                        o.batch_size_bytes, o.task_max_size_bytes, pending_file_groups(timeline))
