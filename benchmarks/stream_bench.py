@@ -242,6 +242,9 @@ def delta_merge(path, batch_dir):
 
 
 # -- figures -----------------------------------------------------------------------------------------------
+SINK_C = "sink_c"  # the sink with async compaction
+
+
 def p99(values):
     s = sorted(values)
     return s[min(len(s) - 1, max(0, int(np.ceil(0.99 * len(s))) - 1))]
@@ -362,6 +365,7 @@ def main(argv=None):
     results = Results()
     batch_id = 0
     batch_no = 0
+    history = []  # (size, batch dir, measured, mix) in the order applied: replayed by sink_c
     try:
         for size in args.sizes:
             # grow the tables to `size` live rows
@@ -378,13 +382,16 @@ def main(argv=None):
                     write_deltalake(delta_path, pq.read_table(d), mode="append")
                     el = time.perf_counter() - t0
                     print(f"  build: delta-rs appended {n:,} rows in {el:.1f}s ({n / el:,.0f} rows/s)")
-                shutil.rmtree(d)
+                history.append((size, d, False, None))
             for k in range(args.warmup + args.batches):
                 table, mix = work_load.cdc(args.batch_rows)
                 batch_no += 1
                 d = write_batch(table, os.path.join(work, "batches", f"{batch_no:04d}"))
                 measured = k >= args.warmup
+                history.append((size, d, measured, mix))
                 for system in systems:
+                    if system == SINK_C:
+                        continue  # replayed after the other systems (below)
                     if system == "sink":
                         el, stages, span = timed(lambda: sink(read(spark, d), batch_id))
                         batch_id += 1
@@ -402,8 +409,8 @@ def main(argv=None):
                         raise SystemExit(f"unknown system {system!r}")
                     if measured:
                         results.add(size, system, el, stages, span)
-                shutil.rmtree(d)
-            print_size(size, results.by_size[size], args.batch_rows)
+            if set(systems) - {SINK_C}:
+                print_size(size, results.by_size[size], args.batch_rows)
             print(f"  python workers: peak RSS {rss.peak_mb():.0f} MB (one process), "
                   f"{rss.peak_total_mb():.0f} MB (all together) so far")
         if args.profile and "sink" in systems:
@@ -418,10 +425,15 @@ def main(argv=None):
                     delta_merge(delta_path, d)
             spark.conf.unset("spark.sql.pyspark.udf.profiler")
             print_profile(spark)
+        if SINK_C in systems:
+            replay_with_compaction(spark, timed, results, history, os.path.join(work, "hudi_c"), options,
+                                   args.batch_rows)
         if args.verify:
             verify(hudi_path if "sink" in systems else None, delta_path if "delta" in systems else None,
                    work_load.live_rows)
     finally:
+        for _size, d, _measured, _mix in history:
+            shutil.rmtree(d, ignore_errors=True)
         rss.stop()
         sink.close()
         spark.stop()
@@ -434,6 +446,12 @@ def main(argv=None):
             goal = 0.5 if "floor" in name else 1.5
             verdict = "met" if value >= goal else "NOT met"
             print(f"  {size:>11,} rows: {name} = {value:.2f}  (goal >= {goal}: {verdict})")
+    if SINK_C in systems and "sink" in systems:
+        for size in args.sizes:
+            with_c, without = p99(results.by_size[size][SINK_C]["lat"]), p99(results.by_size[size]["sink"]["lat"])
+            verdict = "met" if with_c <= 1.5 * without else "NOT met"
+            print(f"  {size:>11,} rows: sink p99 with async compaction / without = {with_c:.3f}s / {without:.3f}s "
+                  f"= {with_c / without:.2f}  (goal <= 1.5: {verdict})")
     if len(args.sizes) > 1 and "sink" in systems:
         first, last = args.sizes[0], args.sizes[-1]
         for system in systems:
@@ -444,6 +462,33 @@ def main(argv=None):
     print(f"  python workers: peak RSS {rss.peak_mb():.0f} MB (one process), {rss.peak_total_mb():.0f} MB (all)")
     print(f"  total run time {time.perf_counter() - t_start:.0f}s")
     return results
+
+
+def replay_with_compaction(spark, timed, results, history, path, options, batch_rows):
+    """sink_c: a second table given exactly the same batches, in the same order, by a sink with the default
+    asynchronous compaction (a plan every 5 delta commits); it runs alone, after the other systems, so neither
+    disturbs the other's figures. Its measured batches are the same CDC batches the sink's figures come from."""
+    from hoodie_stream.streaming_sink.sink import HoodieStreamSink
+
+    opts = {k: v for k, v in options.items() if not k.startswith("compaction.")}
+    sink_c = HoodieStreamSink(path, opts)
+    print(f"\n== {SINK_C}: the same {len(history)} batches into a second table, async compaction on ==")
+    try:
+        current = None
+        for batch_id, (size, d, measured, mix) in enumerate(history):
+            el, stages, span = timed(lambda: sink_c(read(spark, d), batch_id))
+            if mix is None:
+                print(f"  build: {SINK_C} inserted into a table of {size:,} rows in {el:.1f}s")
+            if measured:
+                results.add(size, SINK_C, el, stages, span)
+            if size != current and current is not None:
+                print_size(current, {SINK_C: results.by_size[current][SINK_C]}, batch_rows)
+            current = size
+        print_size(current, {SINK_C: results.by_size[current][SINK_C]}, batch_rows)
+        services = sink_c.services
+        print(f"  compactions completed while {SINK_C} ran: {len(services.completed)}; errors: {len(services.errors)}")
+    finally:
+        sink_c.close(wait=False)
 
 
 def verify(hudi_path, delta_path, expected):

@@ -4,13 +4,14 @@ own plan schema."""
 import glob
 import io
 import os
+import threading
 
 import fastavro
 import pytest
 
 from hoodie_stream import HoodieStreamSink, HoodieTable
 from hoodie_stream.compaction.commit import run_compaction
-from hoodie_stream.compaction.execute import compact_operation
+from hoodie_stream.compaction.execute import compact_operation, run_niced
 from hoodie_stream.compaction.offline import compact_table
 from hoodie_stream.compaction.plan import pending_plans, schedule_compaction
 from hoodie_stream.format.commit_metadata import CommitMetadata
@@ -236,3 +237,31 @@ def test_offline_compaction_of_real_fixtures(spark, fixture_table, name):
         # every slice that had logs is now a base file: read-optimized shows everything
         assert_same_rows(rs_read(base, "read_optimized"), before, same, context=f"{name}: RO after compaction")
         check_plans_parse_with_hudi_schema(base)
+
+
+def test_compaction_in_waves_that_wait_for_ingestion_at_lowered_priority(spark, tmp_path):
+    """Async mode's shape: one Spark job per wave of `wave` operations, `before_wave` called before each (the
+    service waits there for a running micro-batch), merging threads niced; the result equals a plain compaction."""
+    base = str(tmp_path / "t")
+    model, _ = _setup(spark, base, n=3, seed=26)
+    tl = Timeline(base)
+    opts = parse_compaction_options()
+    instant = schedule_compaction(base, tl, opts, force=True)
+    ops = len(pending_plans(tl)[instant]["operations"])
+    assert ops > 1
+    waves = []
+    stats = run_compaction(spark, base, tl, instant, opts.max_memory_bytes, wave=1,
+                           before_wave=lambda: waves.append(1), nice=5)
+    assert len(waves) == ops and len(stats) == ops
+    assert Timeline(base).get(instant).is_completed
+    _both_readers(base, model, "after a compaction run in waves")
+
+
+def test_merging_thread_runs_niced():
+    def priority():
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    assert run_niced(7, priority) == min(19, priority() + 7)
+    assert run_niced(0, priority) == priority()
+    with pytest.raises(ZeroDivisionError):
+        run_niced(3, lambda: 1 / 0)

@@ -94,6 +94,8 @@ def test_unknown_and_invalid_options():
         HoodieStreamSink("/tmp/x", dict(OPTIONS, **{"hoodie.datasource.write.table.type": "COPY_ON_WRITE"}))
     with pytest.raises(HoodieConfigError, match="recordkey"):
         HoodieStreamSink("/tmp/x", {"hoodie.table.name": "x"})
+    with pytest.raises(HoodieConfigError, match="hoodie.stream.compaction.nice"):
+        HoodieStreamSink("/tmp/x", dict(OPTIONS, **{"hoodie.stream.compaction.nice": "25"}))
 
 
 def test_target_directory_that_is_not_a_hudi_table(spark, tmp_path):

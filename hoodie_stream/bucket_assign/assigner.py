@@ -43,10 +43,12 @@ def new_file_id(instant, task, partition, n, num_tasks):
 
 
 def precombine(table, ordering_field, event_time):
-    """One record per key: the greatest (ordering, seq) with event time, else the greatest seq."""
+    """One record per key: the greatest (ordering, seq) with event time, else the greatest seq. The result is
+    sorted by key group (a key always hashes to the same group), then key."""
     if table.num_rows <= 1:
         return table
-    keys = [(KEY, "ascending", "at_start")]
+    keys = [(KEY_GROUP, "ascending", "at_start")] if KEY_GROUP in table.column_names else []
+    keys.append((KEY, "ascending", "at_start"))
     if event_time and ordering_field and ordering_field in table.column_names:
         keys.append((ordering_field, "ascending", "at_start"))
     keys.append((SEQ, "ascending", "at_start"))
@@ -91,28 +93,27 @@ class BucketAssigner:
 
     def assign(self, table, task):
         table = precombine(table, self.ordering_field, self.event_time)
-        groups = pc.unique(table[KEY_GROUP]).to_pylist()
-        states, deltas = {}, {}
+        groups, bounds = _runs(table[KEY_GROUP])
+        indexes, deltas = {}, {}
         for kg in groups:
-            states[kg], deltas[kg] = index_state.load_state(self.base, kg, self.committed)
-        state = pa.concat_tables([states[kg] for kg in groups]) if groups else index_state.empty_state()
+            indexes[kg], deltas[kg] = index_state.load_index(self.base, kg, self.committed)
         lookup = self._lookup_keys(table)
-        if self.operation == "insert":
-            pos = pa.nulls(table.num_rows, pa.int64())
-        else:
-            # probe the (large) state with a hash set of the (small) batch, then look the batch up in the few
-            # matching state rows: no hash table is built over the whole state
-            batch_keys = pc.unique(lookup.combine_chunks() if isinstance(lookup, pa.ChunkedArray) else lookup)
-            state = state.filter(pc.is_in(state["key"], value_set=batch_keys))
-            pos = pc.index_in(lookup, value_set=state["key"].combine_chunks()).cast(pa.int64())
-        found = pc.is_valid(pos)
-        safe = pc.fill_null(pos, 0)
-        null = pa.scalar(None, pa.string())
-        if state.num_rows:
-            old_partition = pc.if_else(found, pc.take(state["partition"], safe), null)
-            old_file = pc.if_else(found, pc.take(state["file_id"], safe), null)
-        else:
+        if isinstance(lookup, pa.ChunkedArray):
+            lookup = lookup.combine_chunks()
+        if self.operation == "insert" or not groups:
+            found = pa.array(np.zeros(table.num_rows, bool))
             old_partition = old_file = pa.nulls(table.num_rows, pa.string())
+        else:
+            # rows are sorted by key group: look each group's run up in that group's index
+            founds, partitions, files = [], [], []
+            for i, kg in enumerate(groups):
+                f, p, fid = indexes[kg].lookup(lookup.slice(bounds[i], bounds[i + 1] - bounds[i]))
+                founds.append(f)
+                partitions.append(p)
+                files.append(fid)
+            found = pa.array(np.concatenate(founds))
+            old_partition = pa.chunked_array(partitions, pa.string()).combine_chunks()
+            old_file = pa.chunked_array(files, pa.string()).combine_chunks()
         is_delete = table[DELETE]
         moved = pc.and_(found, pc.not_equal(old_partition, table[PARTITION]))
         moved = pc.fill_null(moved, False)
@@ -144,7 +145,7 @@ class BucketAssigner:
             routed = self._pack_inserts(inserts, task)
             parts.append(routed)
             changes.append(routed.select([KEY, PARTITION, FILE_ID, KEY_GROUP]))
-        self._save(changes, states, deltas)
+        self._save(changes, indexes, deltas)
         if not parts:
             return self._empty(table)
         out = pa.concat_tables([p.select(self._out_columns(table)) for p in parts])
@@ -189,19 +190,28 @@ class BucketAssigner:
         file_ids = pa.array(out_ids.tolist(), pa.string())
         return _routed(inserts, None, file_ids, INSERT)
 
-    def _save(self, changes, states, deltas):
+    def _save(self, changes, indexes, deltas):
         if not changes:
             return
         change = pa.concat_tables(changes)
+        change = change.take(pc.sort_indices(change[KEY_GROUP]))
         lookup = self._lookup_keys(change)
-        for kg in pc.unique(change[KEY_GROUP]).to_pylist():
-            mask = pc.equal(change[KEY_GROUP], kg)
-            keys = pc.filter(lookup, mask)
-            parts = pc.filter(change[PARTITION], mask)
-            fids = pc.filter(change[FILE_ID], mask)
-            new_state = index_state.updated_state(states[kg], keys, parts, fids)
-            delta = pa.table({"key": keys, "partition": parts, "file_id": fids}, schema=index_state.STATE_SCHEMA)
-            index_state.save_state(self.base, kg, self.instant, new_state, delta, deltas[kg])
+        groups, bounds = _runs(change[KEY_GROUP])
+        for i, kg in enumerate(groups):
+            start, length = bounds[i], bounds[i + 1] - bounds[i]
+            delta = pa.table({"key": lookup.slice(start, length), "partition": change[PARTITION].slice(start, length),
+                              "file_id": change[FILE_ID].slice(start, length)}, schema=index_state.STATE_SCHEMA)
+            index = indexes[kg].updated(delta)
+            index_state.save_state(self.base, kg, self.instant, index, delta, deltas[kg])
+
+
+def _runs(column):
+    """(values, bounds) of the runs of equal values in a sorted column: run i is rows bounds[i]..bounds[i+1]."""
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if len(column) == 0:
+        return [], [0]
+    starts = run_starts(column)
+    return pc.take(column, pa.array(starts)).to_pylist(), [int(i) for i in starts] + [len(column)]
 
 
 def _routed(table, partition, file_ids, kind):

@@ -6,17 +6,23 @@ columns key, partition, file_id. The state as of now is the newest full file plu
 counts only when its instant is completed; files of failed instants are removed by the rollback and ignored until
 then. After `COMPACT_EVERY` deltas a task writes a full file instead, so loading stays cheap and a micro-batch
 writes only what it changed. `LATEST` names the last completed data instant the state covers. Executors cache
-loaded states between micro-batches and apply only the newer deltas.
+loaded states between micro-batches as `KeyIndex` lookup structures and apply only the newer deltas.
 """
 
 import os
 
-import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-STATE_SCHEMA = pa.schema([("key", pa.string()), ("partition", pa.string()), ("file_id", pa.string())])
-_CACHE = {}  # (base, key group) -> (instant, table); lives in each executor's Python worker
+from .key_index import STATE_SCHEMA, KeyIndex
+
+_CACHE = {}  # (base, key group) -> _Cached; lives in each executor's Python worker
+
+
+class _Cached:
+    __slots__ = ("deltas", "index", "upto")
+
+    def __init__(self, upto, index, deltas):
+        self.upto, self.index, self.deltas = upto, index, deltas
 
 
 def index_dir(base):
@@ -53,8 +59,8 @@ def _read(base, key_group, name):
     return pq.read_table(os.path.join(group_dir(base, key_group), name), schema=STATE_SCHEMA)
 
 
-def load_state(base, key_group, committed):
-    """(state table, number of deltas after the newest full file) of a key group as of the committed instants.
+def load_index(base, key_group, committed):
+    """(KeyIndex, number of deltas after the newest full file) of a key group as of the committed instants.
 
     An executor keeps what it loaded and applies only deltas newer than its copy.
     """
@@ -62,20 +68,25 @@ def load_state(base, key_group, committed):
     newest_full = full[-1] if full else ""
     pending = [d for d in delta if d > newest_full]
     cached = _CACHE.get((str(base), key_group))
-    if cached is not None and cached[0] in committed and cached[0] >= newest_full:
-        upto, table = cached
+    if cached is not None and cached.upto in committed and cached.upto >= newest_full:
+        upto, index = cached.upto, cached.index
     elif newest_full:
-        upto, table = newest_full, _read(base, key_group, newest_full + ".full.parquet")
+        upto, index = newest_full, KeyIndex(_read(base, key_group, newest_full + ".full.parquet"))
     else:
-        upto, table = "", empty_state()
+        upto, index = "", KeyIndex()
     for d in pending:
         if d > upto:
-            change = _read(base, key_group, d + ".delta.parquet")
-            table = updated_state(table, change["key"], change["partition"], change["file_id"])
+            index = index.updated(_read(base, key_group, d + ".delta.parquet"))
             upto = d
     if upto:
-        _CACHE[(str(base), key_group)] = (upto, table)
-    return table, len(pending)
+        _CACHE[(str(base), key_group)] = _Cached(upto, index, len(pending))
+    return index, len(pending)
+
+
+def load_state(base, key_group, committed):
+    """(state table, number of deltas after the newest full file) of a key group as of the committed instants."""
+    index, deltas = load_index(base, key_group, committed)
+    return index.to_table(), deltas
 
 
 def _write(path, table):
@@ -84,33 +95,25 @@ def _write(path, table):
     os.replace(tmp, path)
 
 
-def save_state(base, key_group, instant, state, change, deltas_since_full):
+def save_state(base, key_group, instant, index, change, deltas_since_full):
     """Persist what `instant` changed in a key group: a delta file, or a full file every COMPACT_EVERY deltas.
 
-    Atomic (temp file + rename); writing the same file again (a retried task) is harmless.
+    `index` is the key group's index with `change` applied. Atomic (temp file + rename); writing the same file
+    again (a retried task) is harmless.
     """
     directory = group_dir(base, key_group)
     os.makedirs(directory, exist_ok=True)
     if deltas_since_full + 1 >= COMPACT_EVERY:
-        _write(os.path.join(directory, instant + ".full.parquet"), state)
+        _write(os.path.join(directory, instant + ".full.parquet"), index.to_table())
     else:
         _write(os.path.join(directory, instant + ".delta.parquet"), change)
-    _CACHE[(str(base), key_group)] = (instant, state)
+    _CACHE[(str(base), key_group)] = _Cached(instant, index, 0)
 
 
 def save_full(base, key_group, instant, state):
     directory = group_dir(base, key_group)
     os.makedirs(directory, exist_ok=True)
     _write(os.path.join(directory, instant + ".full.parquet"), state)
-
-
-def updated_state(state, keys, partitions, file_ids):
-    """The state with (key -> partition, file id) set for `keys` (Arrow arrays; keys unique)."""
-    changes = pa.table({"key": keys, "partition": partitions, "file_id": file_ids}, schema=STATE_SCHEMA)
-    if state.num_rows == 0:
-        return changes
-    kept = state.filter(pc.invert(pc.is_in(state["key"], value_set=changes["key"])))
-    return pa.concat_tables([kept, changes]).combine_chunks()
 
 
 def remove_instant(base, instant):

@@ -13,12 +13,12 @@ import os
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..format.fs_view import FileSlice, FileSystemView
 from ..format.file_names import parse_log_file_name
+from ..format.fs_view import FileSlice, FileSystemView
 from ..format.reader import HoodieTable
-from ..format.timeline import Timeline
 from ..format.rollback import finish_pending_rollbacks, rollback_instant
 from ..format.runs import run_ends
+from ..format.timeline import Timeline
 from . import index_state
 
 WRITE_ACTIONS = ("deltacommit", "commit", "replacecommit")

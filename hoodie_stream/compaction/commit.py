@@ -73,8 +73,13 @@ def revert_to_requested(base, timeline, instant):
     return True
 
 
-def run_compaction(spark, base, timeline, instant, max_memory_bytes, tasks=None):
-    """Execute and commit one planned compaction. Returns the completed instant's write stats."""
+def run_compaction(spark, base, timeline, instant, max_memory_bytes, tasks=None, wave=None, before_wave=None,
+                   nice=0):
+    """Execute and commit one planned compaction. Returns the completed instant's write stats.
+
+    With `wave`, the operations run as successive Spark jobs of at most `wave` tasks each, `before_wave()` called
+    before each job; `nice` lowers the CPU priority of the merging threads.
+    """
     from pyspark.sql import types as T
 
     timeline.reload()
@@ -90,9 +95,15 @@ def run_compaction(spark, base, timeline, instant, max_memory_bytes, tasks=None)
     try:
         if ops:
             rows = [(json.dumps(op),) for op in ops]
-            frame = spark.createDataFrame(rows, "op string").repartition(min(len(ops), tasks or len(ops)))
-            result = frame.mapInArrow(CompactTask(base, instant, committed, max_memory_bytes),
-                                      T.StructType([T.StructField("stat", T.StringType())])).collect()
+            size = wave or len(ops)
+            task = CompactTask(base, instant, committed, max_memory_bytes, nice)
+            result = []
+            for start in range(0, len(rows), size):
+                chunk = rows[start:start + size]
+                if before_wave is not None:
+                    before_wave()
+                frame = spark.createDataFrame(chunk, "op string").repartition(min(len(chunk), tasks or len(chunk)))
+                result += frame.mapInArrow(task, T.StructType([T.StructField("stat", T.StringType())])).collect()
             stats = []
             for row in result:
                 data = json.loads(row["stat"])

@@ -1,12 +1,18 @@
 """Table services on the driver: schedule compaction after commits; execute + commit it inline or in a background
 thread (its Spark jobs in their own scheduler pool) while micro-batches keep committing; clean after commits.
 
+Asynchronous compaction yields to ingestion: it runs a plan's operations in waves of at most
+`compaction.tasks` Spark tasks (half the default parallelism when unset), so it never holds every executor slot;
+it submits a wave only when no micro-batch is being written (waiting at most INGEST_WAIT_SECONDS); and its tasks
+merge at a lowered CPU priority (`hoodie.stream.compaction.nice`), so a micro-batch sharing the cores comes first.
+
 At most one compaction runs at a time, earliest plan first. When plans pile up past
 `hoodie.stream.compaction.max.pending`, the writer waits for the compaction thread (back-pressure) and logs a
 warning. On start, an inflight compaction a crash left behind is reverted to requested and run again, and an
 interrupted clean is finished.
 """
 
+import contextlib
 import logging
 import threading
 
@@ -17,6 +23,7 @@ from .plan import pending_plans, schedule_compaction
 
 log = logging.getLogger("hoodie_stream.compaction")
 POOL = "hoodie_compaction"
+INGEST_WAIT_SECONDS = 30
 
 
 def recover(base):
@@ -28,14 +35,15 @@ def recover(base):
     return reverted
 
 
-def run_pending_compactions(spark, base, opts, limit=None):
+def run_pending_compactions(spark, base, opts, limit=None, wave=None, before_wave=None, nice=0):
     """Execute and commit pending compaction plans, earliest first. Returns the instants completed."""
     done = []
     timeline = Timeline(base)
     for instant in list(pending_plans(timeline)):
         if limit is not None and len(done) >= limit:
             break
-        run_compaction(spark, base, timeline, instant, opts.max_memory_bytes, opts.tasks)
+        run_compaction(spark, base, timeline, instant, opts.max_memory_bytes, opts.tasks, wave=wave,
+                       before_wave=before_wave, nice=nice)
         done.append(instant)
     return done
 
@@ -54,6 +62,8 @@ class TableServices:
         self.completed = []
         self._spark = None
         self._recovered = False
+        self._idle = threading.Event()  # set while no micro-batch is being written
+        self._idle.set()
 
     @property
     def started(self):
@@ -88,6 +98,25 @@ class TableServices:
                 self._kick()
                 self._thread.join(0.5)
 
+    @contextlib.contextmanager
+    def ingesting(self):
+        """Marks a micro-batch in progress: the async compaction submits no new wave of tasks meanwhile."""
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._idle.set()
+
+    def _before_wave(self):
+        """Let a running micro-batch finish before the next compaction tasks take executor slots (bounded wait,
+        so compaction still progresses when micro-batches run back to back)."""
+        self._idle.wait(INGEST_WAIT_SECONDS)
+
+    def _wave_size(self, spark):
+        if self.opts.tasks:
+            return self.opts.tasks
+        return max(1, spark.sparkContext.defaultParallelism // 2)
+
     def _kick(self):
         """Start the service thread unless it is running; it works until nothing is pending, then ends."""
         with self._lock:
@@ -110,7 +139,9 @@ class TableServices:
                     return
                 self._again = False
             try:
-                done = run_pending_compactions(self._spark, self.base, self.opts, limit=1)
+                done = run_pending_compactions(self._spark, self.base, self.opts, limit=1,
+                                               wave=self._wave_size(self._spark), before_wave=self._before_wave,
+                                               nice=self.opts.nice)
                 if done:
                     self.completed += done
                     self._again = True

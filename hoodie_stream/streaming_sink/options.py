@@ -54,6 +54,7 @@ OPTIONS = {
     # hoodie-stream's own
     "hoodie.stream.index.key.groups": ("128", _INT),
     "hoodie.stream.compaction.max.pending": ("4", _INT),
+    "hoodie.stream.compaction.nice": ("10", _INT),  # CPU niceness added to async compaction's merging threads
 }
 TRIGGER_STRATEGIES = ("num_commits", "time_elapsed", "num_and_time", "num_or_time")
 CLEAN_POLICIES = ("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS")
@@ -98,11 +99,18 @@ class CompactionOptions:
     max_memory_bytes: int = 100 * 1024 * 1024
     tasks: int | None = None
     max_pending: int = 4
+    nice: int = 10
     clean_async: bool = True
     clean_policy: str = "KEEP_LATEST_COMMITS"
     retain_commits: int = 30
     retain_file_versions: int = 5
     retain_hours: int = 24
+
+
+def _nice(value):
+    if not 0 <= value <= 19:
+        raise HoodieConfigError(f"option 'hoodie.stream.compaction.nice' must be between 0 and 19, got {value}")
+    return value
 
 
 def compaction_options(values):
@@ -118,7 +126,8 @@ def compaction_options(values):
         trigger=trigger, delta_commits=values["compaction.delta_commits"],
         delta_seconds=values["compaction.delta_seconds"],
         max_memory_bytes=values["compaction.max_memory"] * 1024 * 1024, tasks=values["compaction.tasks"],
-        max_pending=values["hoodie.stream.compaction.max.pending"], clean_async=values["clean.async.enabled"],
+        max_pending=values["hoodie.stream.compaction.max.pending"],
+        nice=_nice(values["hoodie.stream.compaction.nice"]), clean_async=values["clean.async.enabled"],
         clean_policy=policy, retain_commits=values["clean.retain_commits"],
         retain_file_versions=values["clean.retain_file_versions"], retain_hours=values["clean.retain_hours"])
 

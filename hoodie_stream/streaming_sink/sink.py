@@ -58,6 +58,16 @@ class HoodieStreamSink:
 
     # -- the micro-batch -----------------------------------------------------------------------------------
     def __call__(self, df, batch_id):
+        with self.services.ingesting():  # async compaction starts no new work while a micro-batch runs
+            self._write_batch(df, batch_id)
+        if self.last_result is not None and self.last_result.instant:
+            try:
+                self.services.after_commit(df.sparkSession)
+            except Exception:  # the batch is committed; a failed table service is retried after the next one
+                log.exception("table services after %s failed", self.last_result.instant)
+
+    def _write_batch(self, df, batch_id):
+        self.last_result = None
         spark = df.sparkSession
         query_id = spark.sparkContext.getLocalProperty("sql.streaming.queryId")
         identifier = writer_identifier(self.options.checkpoint_identifier, query_id)
@@ -102,10 +112,6 @@ class HoodieStreamSink:
             coordinator.abort(txn)
             raise
         self.last_result = coordinator.BatchResult(txn.instant, stats, flushes)
-        try:
-            self.services.after_commit(spark)
-        except Exception:  # the batch is committed; a failed table service is retried after the next one
-            log.exception("table services after %s failed", txn.instant)
 
     # -- checks --------------------------------------------------------------------------------------------
     def _check_columns(self, df):

@@ -1,0 +1,165 @@
+"""In-memory lookup structure for one key group's index state: record key -> (partition path, file id).
+
+Rows are kept sorted by a 64-bit hash of the key, so looking up a micro-batch costs O(batch x log state) with
+`numpy.searchsorted` instead of hashing the whole state on every batch. Updates go to a small `recent` part that
+is merged into the large `base` part only when it has grown to a fraction of it, so the amortized cost of an
+update is proportional to the update, not to the state. Hash matches are confirmed by comparing the keys
+themselves; a (vanishingly rare) 64-bit collision falls back to an exact Arrow lookup, so results are always exact.
+"""
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+STATE_SCHEMA = pa.schema([("key", pa.string()), ("partition", pa.string()), ("file_id", pa.string())])
+_POSITIONS = 512
+_TABLE = np.random.default_rng(0x5EED_1DE7).integers(0, 2**64, size=(_POSITIONS, 256), dtype=np.uint64).ravel()
+_MERGE_FRACTION = 4  # recent is merged into base when it holds more than base/4 rows
+_MERGE_MIN = 4096
+
+
+def _mix(h):
+    """splitmix64 finalizer (uint64 arithmetic wraps)."""
+    h = h ^ (h >> np.uint64(30))
+    h = h * np.uint64(0xBF58476D1CE4E5B9)
+    h = h ^ (h >> np.uint64(27))
+    h = h * np.uint64(0x94D049BB133111EB)
+    return h ^ (h >> np.uint64(31))
+
+
+def key_hashes(keys):
+    """64-bit hashes of a string array (tabulation hash over (position, byte), mixed with the length).
+
+    Vectorized over the Arrow buffers: O(total key bytes), no Python loop per key.
+    """
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    if keys.type != pa.string():
+        keys = keys.cast(pa.string())
+    n = len(keys)
+    if n == 0:
+        return np.empty(0, dtype=np.uint64)
+    offsets = np.frombuffer(keys.buffers()[1], dtype=np.int32)[keys.offset:keys.offset + n + 1].astype(np.int64)
+    data_buf = keys.buffers()[2]
+    first, last = int(offsets[0]), int(offsets[-1])
+    data = np.frombuffer(data_buf, dtype=np.uint8)[first:last] if data_buf is not None else np.empty(0, np.uint8)
+    lengths = np.diff(offsets)
+    starts = offsets[:-1] - first
+    pos = np.arange(last - first, dtype=np.int64) - np.repeat(starts, lengths)
+    vals = _TABLE[(pos % _POSITIONS) * 256 + data]
+    sums = np.concatenate([np.zeros(1, np.uint64), np.cumsum(vals, dtype=np.uint64)])
+    h = sums[offsets[1:] - first] - sums[starts]
+    return _mix(h ^ (lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)))
+
+
+class _Sorted:
+    """A state table sorted by key hash, with its hashes."""
+
+    __slots__ = ("hashes", "table")
+
+    def __init__(self, table, hashes=None):
+        if hashes is None:
+            hashes = key_hashes(table["key"])
+        order = np.argsort(hashes, kind="stable")
+        self.hashes = hashes[order]
+        self.table = table.take(pa.array(order)).combine_chunks() if table.num_rows else table
+
+    def find(self, keys, hashes):
+        """Row of each key in this table, -1 where absent."""
+        n = len(hashes)
+        out = np.full(n, -1, dtype=np.int64)
+        if n == 0 or len(self.hashes) == 0:
+            return out
+        idx = np.searchsorted(self.hashes, hashes)
+        inside = idx < len(self.hashes)
+        cand = np.nonzero(inside)[0]
+        cand = cand[self.hashes[idx[cand]] == hashes[cand]]
+        if len(cand) == 0:
+            return out
+        same = pc.equal(pc.take(self.table["key"], pa.array(idx[cand])), pc.take(keys, pa.array(cand)))
+        same = same.to_numpy(zero_copy_only=False)
+        out[cand[same]] = idx[cand][same]
+        clash = cand[~same]
+        if len(clash):  # equal hashes, different keys: look those keys up exactly
+            exact = pc.index_in(pc.take(keys, pa.array(clash)), value_set=self.table["key"])
+            exact = exact.to_numpy(zero_copy_only=False)
+            got = ~np.isnan(exact) if exact.dtype.kind == "f" else np.ones(len(exact), bool)
+            out[clash[got]] = exact[got].astype(np.int64)
+        return out
+
+    @property
+    def num_rows(self):
+        return self.table.num_rows
+
+
+_EMPTY = _Sorted(STATE_SCHEMA.empty_table())
+
+
+def _merge(old, change, change_hashes):
+    """`old` with the rows of `change` set (change keys unique): a new _Sorted."""
+    gone = old.find(change["key"], change_hashes)
+    gone = gone[gone >= 0]
+    if len(gone):
+        keep = np.ones(old.num_rows, bool)
+        keep[gone] = False
+        kept_table = old.table.filter(pa.array(keep))
+        kept_hashes = old.hashes[keep]
+    else:
+        kept_table, kept_hashes = old.table, old.hashes
+    table = pa.concat_tables([kept_table, change.select(STATE_SCHEMA.names).cast(STATE_SCHEMA)])
+    return _Sorted(table, np.concatenate([kept_hashes, change_hashes]))
+
+
+class KeyIndex:
+    """The index state of one key group, for lookups and updates by key."""
+
+    def __init__(self, table=None):
+        table = STATE_SCHEMA.empty_table() if table is None else table.select(STATE_SCHEMA.names).cast(STATE_SCHEMA)
+        self.base = _Sorted(table)
+        self.recent = _EMPTY
+
+    @property
+    def num_rows(self):
+        return self.base.num_rows + self.recent.num_rows  # recent keys may shadow base keys: an upper bound
+
+    def lookup(self, keys):
+        """(found mask, partition, file id) for each key (Arrow string array); partition/file id null if absent."""
+        if isinstance(keys, pa.ChunkedArray):
+            keys = keys.combine_chunks()
+        hashes = key_hashes(keys)
+        in_recent = self.recent.find(keys, hashes)
+        in_base = self.base.find(keys, hashes)
+        found = (in_recent >= 0) | (in_base >= 0)
+        partition = self._pick("partition", in_recent, in_base)
+        file_id = self._pick("file_id", in_recent, in_base)
+        return found, partition, file_id
+
+    def _pick(self, column, in_recent, in_base):
+        a = pc.take(self.recent.table[column], pa.array(np.where(in_recent >= 0, in_recent, 0), mask=in_recent < 0)) \
+            if self.recent.num_rows else pa.nulls(len(in_recent), pa.string())
+        b = pc.take(self.base.table[column], pa.array(np.where(in_base >= 0, in_base, 0), mask=in_base < 0)) \
+            if self.base.num_rows else pa.nulls(len(in_base), pa.string())
+        return pc.coalesce(a, b)
+
+    def updated(self, change):
+        """A new KeyIndex with key -> (partition, file id) set for the rows of `change` (keys unique).
+
+        `self` is left as it was (the two share their unchanged parts), so a cached index never holds changes of
+        an instant that did not commit.
+        """
+        if change.num_rows == 0:
+            return self
+        change = change.select(STATE_SCHEMA.names).cast(STATE_SCHEMA).combine_chunks()
+        out = KeyIndex.__new__(KeyIndex)
+        out.base = self.base
+        out.recent = _merge(self.recent, change, key_hashes(change["key"]))
+        if out.recent.num_rows > max(_MERGE_MIN, out.base.num_rows // _MERGE_FRACTION):
+            out.base = _merge(out.base, out.recent.table, out.recent.hashes)
+            out.recent = _EMPTY
+        return out
+
+    def to_table(self):
+        """The whole state as one table (each key once)."""
+        if self.recent.num_rows == 0:
+            return self.base.table
+        return _merge(self.base, self.recent.table, self.recent.hashes).table

@@ -1,0 +1,78 @@
+"""KeyIndex (the in-memory index state of a key group) against a plain dict, including forced hash collisions."""
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hoodie_stream.checkpoints import key_index
+from hoodie_stream.checkpoints.key_index import STATE_SCHEMA, KeyIndex, key_hashes
+
+KEYS = st.text(alphabet=st.sampled_from(list("ab,:/ é漢\u0001") + ["0", "1"]), max_size=6)
+CHANGE = st.dictionaries(KEYS, st.tuples(st.sampled_from(["", "p=1", "p=2"]), st.sampled_from(["f1", "f2", "f3"])),
+                         max_size=30)
+
+
+def _table(change):
+    keys = list(change)
+    return pa.table({"key": keys, "partition": [change[k][0] for k in keys],
+                     "file_id": [change[k][1] for k in keys]}, schema=STATE_SCHEMA)
+
+
+def _check(index, model, probes):
+    keys = pa.array(probes, pa.string())
+    found, partition, file_id = index.lookup(keys)
+    assert found.tolist() == [k in model for k in probes]
+    assert partition.to_pylist() == [model[k][0] if k in model else None for k in probes]
+    assert file_id.to_pylist() == [model[k][1] if k in model else None for k in probes]
+    table = index.to_table()
+    assert sorted(zip(*[table[c].to_pylist() for c in STATE_SCHEMA.names])) == \
+        sorted((k, p, f) for k, (p, f) in model.items())
+
+
+def _run(initial, changes, probes):
+    model = dict(initial)
+    index = KeyIndex(_table(initial))
+    history = [(index, dict(model))]
+    for change in changes:
+        index = index.updated(_table(change))
+        model.update(change)
+        history.append((index, dict(model)))
+    for old_index, old_model in history:  # an update never alters the index it started from
+        _check(old_index, old_model, probes + list(old_model))
+
+
+@settings(max_examples=150, deadline=None)
+@given(CHANGE, st.lists(CHANGE, max_size=6), st.lists(KEYS, max_size=20))
+def test_index_matches_a_dict(initial, changes, probes):
+    _run(initial, changes, probes)
+
+
+@settings(max_examples=60, deadline=None)
+@given(CHANGE, st.lists(CHANGE, max_size=4), st.lists(KEYS, max_size=20))
+def test_index_is_exact_when_every_hash_collides(initial, changes, probes):
+    real = key_index.key_hashes
+    key_index.key_hashes = lambda keys: np.zeros(len(keys), dtype=np.uint64)  # the exact fallback decides
+    try:
+        _run(initial, changes, probes)
+    finally:
+        key_index.key_hashes = real
+
+
+def test_merges_recent_into_base_and_stays_exact(monkeypatch):
+    monkeypatch.setattr(key_index, "_MERGE_MIN", 8)
+    model, index = {}, KeyIndex()
+    for step in range(40):
+        change = {f"k{(step * 7 + i) % 120}": ("p", f"f{step}") for i in range(9)}
+        index = index.updated(_table(change))
+        model.update(change)
+    assert index.base.num_rows > 0
+    _check(index, model, [f"k{i}" for i in range(130)])
+
+
+def test_hashes_depend_on_every_byte_and_position():
+    keys = ["ab", "ba", "a", "a\x00", "", "abc" * 200, "abc" * 200 + "d", "é", "e"]
+    h = key_hashes(pa.array(keys))
+    assert len(set(h.tolist())) == len(keys)
+    sliced = pa.array(["x"] + keys).slice(1)
+    assert key_hashes(sliced).tolist() == h.tolist()
