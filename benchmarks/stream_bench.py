@@ -24,7 +24,12 @@ stage's wall time (from Spark's status store, no UI needed) and the sink's drive
 of its Spark stages). `--profile` adds a cProfile of the sink's three mapInArrow functions over extra batches
 (Spark's `spark.sql.pyspark.udf.profiler=perf`).
 
-Table services: compaction scheduling is off unless `--compaction` (then the sink's defaults: a plan every 5 delta
+- sink_c: the sink with the default asynchronous compaction, on a second table given exactly the same batches in
+         the same order, replayed after the other systems (so its compaction never disturbs them); its measured
+         batches start every `--trigger` seconds (default 2, as a ProcessingTime trigger; 0 = back to back). The
+         summary compares its p99 with the sink's (goal: at most 1.5x).
+
+Table services (for `sink`): compaction scheduling is off unless `--compaction` (then the sink's defaults: a plan every 5 delta
 commits, executed asynchronously on the same two cores); cleaning runs with its defaults.
 
 Run: python benchmarks/stream_bench.py                     # 1M and 6M rows, 10 batches of 100k at each
@@ -322,7 +327,9 @@ def parse_args(argv):
     p.add_argument("--batch-rows", type=int, default=100_000, help="events per CDC batch")
     p.add_argument("--warmup", type=int, default=1, help="unmeasured batches per size and system")
     p.add_argument("--build-chunk", type=int, default=1_000_000, help="rows per insert batch while building")
-    p.add_argument("--systems", default="sink,floor,delta")
+    p.add_argument("--systems", default="sink,floor,delta,sink_c")
+    p.add_argument("--trigger", type=float, default=2.0,
+                   help="sink_c: seconds from one measured batch's start to the next (0: back to back)")
     p.add_argument("--compaction", action="store_true", help="let the sink schedule + run async compaction")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="after the measurements, cProfile the sink's mapInArrow functions over N more batches")
@@ -427,7 +434,7 @@ def main(argv=None):
             print_profile(spark)
         if SINK_C in systems:
             replay_with_compaction(spark, timed, results, history, os.path.join(work, "hudi_c"), options,
-                                   args.batch_rows)
+                                   args.batch_rows, args.trigger)
         if args.verify:
             verify(hudi_path if "sink" in systems else None, delta_path if "delta" in systems else None,
                    work_load.live_rows)
@@ -464,18 +471,25 @@ def main(argv=None):
     return results
 
 
-def replay_with_compaction(spark, timed, results, history, path, options, batch_rows):
+def replay_with_compaction(spark, timed, results, history, path, options, batch_rows, trigger):
     """sink_c: a second table given exactly the same batches, in the same order, by a sink with the default
     asynchronous compaction (a plan every 5 delta commits); it runs alone, after the other systems, so neither
-    disturbs the other's figures. Its measured batches are the same CDC batches the sink's figures come from."""
+    disturbs the other's figures. Its measured batches are the same CDC batches the sink's figures come from.
+    Batches start every `trigger` seconds (start to start, as Spark's ProcessingTime trigger: a batch that takes
+    longer is followed at once); 0 runs them back to back."""
     from hoodie_stream.streaming_sink.sink import HoodieStreamSink
 
     opts = {k: v for k, v in options.items() if not k.startswith("compaction.")}
     sink_c = HoodieStreamSink(path, opts)
-    print(f"\n== {SINK_C}: the same {len(history)} batches into a second table, async compaction on ==")
+    print(f"\n== {SINK_C}: the same {len(history)} batches into a second table, async compaction on, measured "
+          f"batches started every {trigger:g}s ==")
     try:
         current = None
+        next_start = time.monotonic()
         for batch_id, (size, d, measured, mix) in enumerate(history):
+            if measured:
+                time.sleep(max(0.0, next_start - time.monotonic()))
+            next_start = time.monotonic() + trigger
             el, stages, span = timed(lambda: sink_c(read(spark, d), batch_id))
             if mix is None:
                 print(f"  build: {SINK_C} inserted into a table of {size:,} rows in {el:.1f}s")
@@ -486,7 +500,11 @@ def replay_with_compaction(spark, timed, results, history, path, options, batch_
             current = size
         print_size(current, {SINK_C: results.by_size[current][SINK_C]}, batch_rows)
         services = sink_c.services
-        print(f"  compactions completed while {SINK_C} ran: {len(services.completed)}; errors: {len(services.errors)}")
+        from hoodie_stream.compaction.plan import pending_plans
+        from hoodie_stream.format.timeline import Timeline
+
+        print(f"  compactions completed while {SINK_C} ran: {len(services.completed)}; plans still pending at the "
+              f"end: {len(pending_plans(Timeline(path)))}; errors: {len(services.errors)}")
     finally:
         sink_c.close(wait=False)
 
