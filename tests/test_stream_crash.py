@@ -264,7 +264,7 @@ class Harness:
                     fire = any((ts, "rollback") not in before for ts in pending(state, "rollback")) or bool(seen)
                 elif kill.target == "rebuild":
                     fire = bool(seen) or (latest_before is not None
-                                          and bool(index_files_of(self.base, latest_before, ".full.parquet")))
+                                          and bool(index_files_of(self.base, latest_before, ".full.arrow")))
                 else:  # inflight, random: a random time after the delta commit appeared
                     if targets and armed is None:
                         armed = now
@@ -314,8 +314,8 @@ def classify(base, chk, kill):
     d["index_latest_stale"] = index_state.read_latest(base) != latest
     if d["spark_commits"] is None or hudi_batch > d["spark_commits"]:
         return "after_hudi_commit"
-    if d["index_latest_stale"] and index_files_of(base, latest, ".full.parquet"):
-        d["index_full_files"] = len(index_files_of(base, latest, ".full.parquet"))
+    if d["index_latest_stale"] and index_files_of(base, latest, ".full.arrow"):
+        d["index_full_files"] = len(index_files_of(base, latest, ".full.arrow"))
         return "mid_rebuild"
     return "between_batches"
 

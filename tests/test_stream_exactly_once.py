@@ -73,7 +73,7 @@ def test_inflight_instant_left_by_a_crash_is_rolled_back(spark, tmp_path, query)
     assert not [i for i in table.timeline.pending() if i.action == "deltacommit"]
     assert any(i.action == "rollback" for i in table.timeline.completed())
     assert table_rows(rs_read(base)) == model.rows()
-    assert not os.path.exists(os.path.join(index_state.group_dir(base, 0), txn.instant + ".delta.parquet"))
+    assert not os.path.exists(os.path.join(index_state.group_dir(base, 0), txn.instant + ".delta.arrow"))
 
 
 def test_lost_index_state_is_rebuilt(spark, tmp_path, query):

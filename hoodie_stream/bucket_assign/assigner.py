@@ -28,6 +28,7 @@ from .small_files import owner_task
 FILE_ID = "__hs_file_id"
 KIND = "__hs_kind"
 UPDATE, INSERT, DELETE_ORDERED, DELETE_NATURAL = 0, 1, 2, 3
+ASSIGN_CHUNK_BYTES = 16 * 1024 * 1024  # input rows (Arrow bytes) a bucket assigner holds at a time
 _NAMESPACE = uuid.UUID("6f1d3c2e-7a53-4c1b-9a8e-5d0b1e2f3a40")
 
 
@@ -79,10 +80,27 @@ class BucketAssigner:
 
         ctx = TaskContext.get()
         task = ctx.partitionId() if ctx is not None else 0
-        tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
-        if not tables:
-            return
-        out = self.assign(pa.concat_tables(tables).combine_chunks(), task)
+        self._slots = {}  # partition -> [[file id, free capacity in records]], consumed across key groups
+        # the input arrives sorted by key group: rows are assigned in chunks of whole key groups of about
+        # ASSIGN_CHUNK_BYTES, so the task never holds its whole input (a key's rows are always in one chunk)
+        held, held_bytes, current = [], 0, None
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            groups, bounds = _runs(batch.column(KEY_GROUP))
+            for i, kg in enumerate(groups):
+                part = batch.slice(bounds[i], bounds[i + 1] - bounds[i])
+                if kg != current and held_bytes >= ASSIGN_CHUNK_BYTES:
+                    yield from self._assign_chunk(held, task)
+                    held, held_bytes = [], 0
+                current = kg
+                held.append(part)
+                held_bytes += part.nbytes
+        if held:
+            yield from self._assign_chunk(held, task)
+
+    def _assign_chunk(self, parts, task):
+        out = self.assign(pa.Table.from_batches(parts).combine_chunks(), task)
         yield from out.to_batches(max_chunksize=10_000)
 
     # ------------------------------------------------------------------------------------------------------
@@ -159,35 +177,40 @@ class BucketAssigner:
         return t.select(self._out_columns(table))
 
     def _pack_inserts(self, inserts, task):
-        """Fill this task's small file groups of each partition, then new file groups, in key order."""
+        """Fill this task's small file groups of each partition, then new file groups, in key order. Capacity is
+        consumed across the key groups of the task (`self._slots`), in key-group order, so a retried task packs
+        the same way."""
+        slots_by_partition = self.__dict__.setdefault("_slots", {})
         inserts = inserts.take(pc.sort_indices(inserts, sort_keys=[(PARTITION, "ascending"), (KEY, "ascending")]))
         partitions = inserts[PARTITION].combine_chunks()
         out_ids = np.empty(inserts.num_rows, dtype=object)
         owned = self.small_files.get(task, {})
-        start = 0
-        values = partitions.to_pylist()
-        # boundaries between partitions (inserts are sorted by partition)
-        n = len(values)
-        bounds = list(run_starts(partitions)) + [n]
-        for i in range(len(bounds) - 1):
+        starts = run_starts(partitions)
+        names = pc.take(partitions, pa.array(starts)).to_pylist() if len(starts) else []
+        bounds = [int(b) for b in starts] + [inserts.num_rows]
+        for i, partition in enumerate(names):
             start, end = bounds[i], bounds[i + 1]
-            partition = values[start]
-            count = end - start
-            ids, caps = [], []
-            for file_id, _base_instant, _base_file, capacity in owned.get(partition, []):
-                ids.append(file_id)
-                caps.append(capacity)
-            total = sum(caps)
-            k = 0
-            while total < count:
-                ids.append(new_file_id(self.instant, task, partition, k, self.num_tasks))
-                caps.append(self.new_file_capacity)
-                total += self.new_file_capacity
-                k += 1
-            repeats = np.minimum(np.array(caps, dtype=np.int64),
-                                 np.maximum(0, count - np.concatenate([[0], np.cumsum(caps)[:-1]])))
-            out_ids[start:end] = np.repeat(np.array(ids, dtype=object), repeats)
-        file_ids = pa.array(out_ids.tolist(), pa.string())
+            slots = slots_by_partition.get(partition)
+            if slots is None:
+                slots = slots_by_partition[partition] = {
+                    "open": [[fid, cap] for fid, _base_instant, _base_file, cap in owned.get(partition, [])],
+                    "new": 0}
+            left = end - start
+            pos = start
+            while left > 0:
+                if not slots["open"]:
+                    fid = new_file_id(self.instant, task, partition, slots["new"], self.num_tasks)
+                    slots["new"] += 1
+                    slots["open"].append([fid, self.new_file_capacity])
+                slot = slots["open"][0]
+                take = min(left, slot[1])
+                out_ids[pos:pos + take] = slot[0]
+                pos += take
+                left -= take
+                slot[1] -= take
+                if slot[1] <= 0:
+                    slots["open"].pop(0)
+        file_ids = pa.array(out_ids, pa.string())
         return _routed(inserts, None, file_ids, INSERT)
 
     def _save(self, changes, indexes, deltas):

@@ -1,8 +1,9 @@
 """The keyed index state: record key -> (partition path, file id), stored per key group, versioned by instant.
 
-Layout under the table: `.hoodie/.aux/hoodie_stream/index/<key group>/` holds `<instant>.full.parquet` (the
-whole state of the key group as of that instant) and `<instant>.delta.parquet` (the keys that instant placed);
-columns key, partition, file_id. The state as of now is the newest full file plus the deltas after it. A file
+Layout under the table: `.hoodie/.aux/hoodie_stream/index/<key group>/` holds `<instant>.full.arrow` (the
+whole state of the key group as of that instant) and `<instant>.delta.arrow` (the keys that instant placed);
+Arrow IPC files (cheap to write for the many small deltas of a micro-batch; `.parquet` files of earlier versions
+are still read), columns key, partition, file_id. The state as of now is the newest full file plus the deltas after it. A file
 counts only when its instant is completed; files of failed instants are removed by the rollback and ignored until
 then. After `COMPACT_EVERY` deltas a task writes a full file instead, so loading stays cheap and a micro-batch
 writes only what it changed. `LATEST` names the last completed data instant the state covers. Executors cache
@@ -11,6 +12,8 @@ loaded states between micro-batches as `KeyIndex` lookup structures and apply on
 
 import os
 
+import pyarrow as pa
+import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from .key_index import STATE_SCHEMA, KeyIndex
@@ -40,23 +43,35 @@ def empty_state():
 COMPACT_EVERY = 16
 
 
+SUFFIXES = (".arrow", ".parquet")  # written, still read
+
+
 def _files(base, key_group, committed):
-    """(full instants, delta instants) of a key group among `committed`, each sorted."""
+    """(full instants, delta instants) of a key group among `committed`, each sorted, and {(instant, kind): file
+    name}."""
     try:
         names = os.listdir(group_dir(base, key_group))
     except FileNotFoundError:
-        return [], []
-    full, delta = [], []
+        return [], [], {}
+    full, delta, paths = [], [], {}
     for name in names:
-        if name.endswith(".full.parquet") and name[:-13] in committed:
-            full.append(name[:-13])
-        elif name.endswith(".delta.parquet") and name[:-14] in committed:
-            delta.append(name[:-14])
-    return sorted(full), sorted(delta)
+        stem, _, suffix = name.rpartition(".")
+        instant, _, kind = stem.partition(".")
+        if "." + suffix not in SUFFIXES or kind not in ("full", "delta") or instant not in committed:
+            continue
+        (full if kind == "full" else delta).append(instant)
+        if paths.get((instant, kind), "").endswith(".arrow"):
+            continue  # the file this version writes wins over an older format's
+        paths[(instant, kind)] = name
+    return sorted(set(full)), sorted(set(delta)), paths
 
 
 def _read(base, key_group, name):
-    return pq.read_table(os.path.join(group_dir(base, key_group), name), schema=STATE_SCHEMA)
+    path = os.path.join(group_dir(base, key_group), name)
+    if name.endswith(".parquet"):
+        return pq.read_table(path, schema=STATE_SCHEMA)
+    with pa.memory_map(path) as source:
+        return ipc.open_file(source).read_all().cast(STATE_SCHEMA)
 
 
 def load_index(base, key_group, committed):
@@ -64,19 +79,19 @@ def load_index(base, key_group, committed):
 
     An executor keeps what it loaded and applies only deltas newer than its copy.
     """
-    full, delta = _files(base, key_group, committed)
+    full, delta, paths = _files(base, key_group, committed)
     newest_full = full[-1] if full else ""
     pending = [d for d in delta if d > newest_full]
     cached = _CACHE.get((str(base), key_group))
     if cached is not None and cached.upto in committed and cached.upto >= newest_full:
         upto, index = cached.upto, cached.index
     elif newest_full:
-        upto, index = newest_full, KeyIndex(_read(base, key_group, newest_full + ".full.parquet"))
+        upto, index = newest_full, KeyIndex(_read(base, key_group, paths[(newest_full, "full")]))
     else:
         upto, index = "", KeyIndex()
     for d in pending:
         if d > upto:
-            index = index.updated(_read(base, key_group, d + ".delta.parquet"))
+            index = index.updated(_read(base, key_group, paths[(d, "delta")]))
             upto = d
     if upto:
         _CACHE[(str(base), key_group)] = _Cached(upto, index, len(pending))
@@ -89,9 +104,16 @@ def load_state(base, key_group, committed):
     return index.to_table(), deltas
 
 
+_FULL_OPTIONS = ipc.IpcWriteOptions(compression="zstd")
+_DELTA_OPTIONS = ipc.IpcWriteOptions()
+
+
 def _write(path, table):
     tmp = f"{path}.{os.getpid()}.tmp"
-    pq.write_table(table.select(STATE_SCHEMA.names).cast(STATE_SCHEMA), tmp, compression="zstd")
+    table = table.select(STATE_SCHEMA.names).cast(STATE_SCHEMA)
+    options = _FULL_OPTIONS if ".full." in os.path.basename(path) else _DELTA_OPTIONS
+    with pa.OSFile(tmp, "wb") as sink, ipc.new_file(sink, STATE_SCHEMA, options=options) as writer:
+        writer.write_table(table)
     os.replace(tmp, path)
 
 
@@ -104,16 +126,16 @@ def save_state(base, key_group, instant, index, change, deltas_since_full):
     directory = group_dir(base, key_group)
     os.makedirs(directory, exist_ok=True)
     if deltas_since_full + 1 >= COMPACT_EVERY:
-        _write(os.path.join(directory, instant + ".full.parquet"), index.to_table())
+        _write(os.path.join(directory, instant + ".full.arrow"), index.to_table())
     else:
-        _write(os.path.join(directory, instant + ".delta.parquet"), change)
+        _write(os.path.join(directory, instant + ".delta.arrow"), change)
     _CACHE[(str(base), key_group)] = _Cached(instant, index, 0)
 
 
 def save_full(base, key_group, instant, state):
     directory = group_dir(base, key_group)
     os.makedirs(directory, exist_ok=True)
-    _write(os.path.join(directory, instant + ".full.parquet"), state)
+    _write(os.path.join(directory, instant + ".full.arrow"), state)
 
 
 def remove_instant(base, instant):
@@ -122,7 +144,7 @@ def remove_instant(base, instant):
     if not os.path.isdir(root):
         return
     for group in os.listdir(root):
-        for suffix in (".full.parquet", ".delta.parquet"):
+        for suffix in [f".{kind}{ext}" for kind in ("full", "delta") for ext in SUFFIXES]:
             path = os.path.join(root, group, instant + suffix)
             if os.path.exists(path):
                 os.remove(path)
@@ -152,11 +174,11 @@ def write_latest(base, instant):
 
 def prune(base, key_group, committed):
     """Delete the files of a key group that the newest committed full file makes unnecessary."""
-    full, _ = _files(base, key_group, committed)
+    full, _, _ = _files(base, key_group, committed)
     if not full:
         return
     directory = group_dir(base, key_group)
     for name in os.listdir(directory):
         stem = name.split(".", 1)[0]
-        if name.endswith(".parquet") and stem < full[-1]:
+        if name.endswith(SUFFIXES) and stem < full[-1]:
             os.remove(os.path.join(directory, name))

@@ -102,20 +102,25 @@ def _decode_map(buf, pos, end):
     return entries, pos
 
 
+def block_segments(block):
+    """The bytes of a block, magic included, as a list of segments to write one after the other (no copy of the
+    content). `block.content` may be bytes or a list of byte segments. A CORRUPT block gives back its magic and
+    raw bytes unchanged."""
+    parts = list(block.content) if isinstance(block.content, (list, tuple)) else [block.content]
+    if block.block_type == BlockType.CORRUPT:
+        return [MAGIC, *parts]
+    content_len = sum(len(p) for p in parts)
+    head = struct.pack(">ii", LOG_FORMAT_VERSION, int(block.block_type)) + _encode_map(block.header) + \
+        struct.pack(">q", content_len)
+    footer = _encode_map(block.footer or {})
+    block_size = len(head) + content_len + len(footer) + 8
+    return [MAGIC + struct.pack(">q", block_size) + head, *parts,
+            footer + struct.pack(">q", block_size + len(MAGIC))]
+
+
 def encode_block(block):
     """Full bytes of a block, magic included. A CORRUPT block gives back its magic and raw bytes unchanged."""
-    if block.block_type == BlockType.CORRUPT:
-        return MAGIC + bytes(block.content)
-    content = bytes(block.content)
-    body = b"".join((
-        struct.pack(">ii", LOG_FORMAT_VERSION, int(block.block_type)),
-        _encode_map(block.header),
-        struct.pack(">q", len(content)),
-        content,
-        _encode_map(block.footer or {}),
-    ))
-    block_size = len(body) + 8
-    return b"".join((MAGIC, struct.pack(">q", block_size), body, struct.pack(">q", block_size + len(MAGIC))))
+    return b"".join(bytes(p) for p in block_segments(block))
 
 
 def decode_block_at(buf, pos):
@@ -163,24 +168,35 @@ def avro_data_content(records_buffer, offsets):
 
     `records_buffer` holds the encoded records back to back; record i is buffer[offsets[i]:offsets[i+1]].
     """
-    offsets = np.asarray(offsets, dtype=np.int64)
     n = len(offsets) - 1
     if n < 0:
         raise ValueError("offsets must hold at least one entry")
-    src = np.frombuffer(records_buffer, dtype=np.uint8)[offsets[0]:offsets[-1]] if n else np.empty(0, np.uint8)
+    return avro_data_header(n) + avro_data_records(records_buffer, offsets)
+
+
+def avro_data_header(count):
+    """The first 8 bytes of AVRO_DATA content: content version 3 and the record count."""
+    return struct.pack(">ii", CONTENT_VERSION, count)
+
+
+def avro_data_records(records_buffer, offsets):
+    """The records part of AVRO_DATA content (int32 length + Avro binary, per record): contents of consecutive
+    chunks of records concatenate, so a large block can be encoded a chunk at a time."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    n = len(offsets) - 1
+    if n <= 0:
+        return b""
+    src = np.frombuffer(records_buffer, dtype=np.uint8)[offsets[0]:offsets[-1]]
     lengths = np.diff(offsets)
-    if n and (lengths.min() < 0 or lengths.max() > 0x7FFFFFFF):
+    if lengths.min() < 0 or lengths.max() > 0x7FFFFFFF:
         raise ValueError("record offsets must be non-decreasing and each record < 2 GiB")
-    out = np.empty(8 + 4 * n + len(src), dtype=np.uint8)
-    out[:8] = np.frombuffer(struct.pack(">ii", CONTENT_VERSION, n), dtype=np.uint8)
-    if n:
-        prefix_at = 8 + 4 * np.arange(n, dtype=np.int64) + (offsets[:-1] - offsets[0])
-        prefix_idx = (prefix_at[:, None] + np.arange(4)).ravel()
-        out[prefix_idx] = lengths.astype(">i4").view(np.uint8)
-        is_data = np.ones(len(out), dtype=bool)
-        is_data[:8] = False
-        is_data[prefix_idx] = False
-        out[is_data] = src
+    out = np.empty(4 * n + len(src), dtype=np.uint8)
+    prefix_at = 4 * np.arange(n, dtype=np.int64) + (offsets[:-1] - offsets[0])
+    prefix_idx = (prefix_at[:, None] + np.arange(4)).ravel()
+    out[prefix_idx] = lengths.astype(">i4").view(np.uint8)
+    is_data = np.ones(len(out), dtype=bool)
+    is_data[prefix_idx] = False
+    out[is_data] = src
     return out.tobytes()
 
 

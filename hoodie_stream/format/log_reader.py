@@ -11,7 +11,7 @@ import struct
 import uuid
 
 from .errors import HoodieFormatError
-from .log_format import MAGIC, MIN_BLOCK_SIZE, BlockType, LogBlock, decode_block_at, encode_block
+from .log_format import MAGIC, MIN_BLOCK_SIZE, BlockType, LogBlock, block_segments, decode_block_at, encode_block
 
 
 def _int32(value):
@@ -77,13 +77,16 @@ def write_log_file(path, blocks):
     path = str(path)
     if os.path.exists(path):
         raise HoodieFormatError(f"{path}: log file already exists; write a new log version instead")
-    data = encode_log_file(blocks)
     directory, name = os.path.split(path)
     # The temporary name starts with '_' so that no reader takes it for a log or base file.
     tmp = os.path.join(directory, f"_tmp_{uuid.uuid4().hex}_{name.lstrip('.')}.writing")
     try:
+        size = 0
         with open(tmp, "wb") as f:
-            f.write(data)
+            for block in blocks:  # segment by segment: a large block is never joined into one buffer
+                for segment in block_segments(block):
+                    f.write(segment)
+                    size += len(segment)
             f.flush()
             os.fsync(f.fileno())
         try:
@@ -95,4 +98,4 @@ def write_log_file(path, blocks):
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-    return len(data)
+    return size

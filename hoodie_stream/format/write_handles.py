@@ -18,11 +18,12 @@ from .avro_schema import META_FIELDS, with_meta_fields
 from .base_file import write_base_file
 from .commit_metadata import WriteStat
 from .file_names import base_file_name, log_file_name, parse_log_file_name, write_token
-from .log_format import BlockType, HeaderKey, LogBlock, avro_data_content, delete_content
+from .log_format import BlockType, HeaderKey, LogBlock, avro_data_header, avro_data_records, delete_content
 from .log_reader import write_log_file
 from .markers import create_marker
 
 COMMIT_TIME, SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME = META_FIELDS
+ENCODE_CHUNK_BYTES = 2 * 1024 * 1024  # Arrow bytes of data encoded at a time when a log block is written
 
 
 def with_meta_columns(data, keys, partition, instant, task_id, file_name, seq_start=0):
@@ -107,12 +108,18 @@ def append_log(
     blocks = []
     n_records = 0
     if records is not None and records.num_rows:
-        table = with_meta_columns(records, keys, partition, instant, task_id, file_id)
-        buffer, offsets = encode_records(table, header_schema)
-        content = avro_data_content(buffer, offsets)
+        n_records = records.num_rows
+        # encoded a chunk of rows at a time: the transient memory of a flush is a chunk's, not the bucket's
+        step = max(1, int(ENCODE_CHUNK_BYTES * n_records / max(1, records.nbytes)))
+        content = [avro_data_header(n_records)]
+        for start in range(0, n_records, step):
+            table = with_meta_columns(records.slice(start, step), keys.slice(start, step), partition, instant,
+                                      task_id, file_id, seq_start=start)
+            buffer, offsets = encode_records(table, header_schema)
+            content.append(avro_data_records(buffer, offsets))
+            del table, buffer, offsets
         header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: schema_json}
         blocks.append(LogBlock(BlockType.AVRO_DATA, header, content, {}))
-        n_records = records.num_rows
     n_deletes = 0
     if deletes is not None and len(deletes[0]):
         del_keys, ordering = deletes

@@ -217,7 +217,9 @@ class HoodieStreamSink:
         assigner = BucketAssigner(writer.base, txn.instant, committed, o.global_index, o.operation, ordering,
                                   mode == "EVENT_TIME_ORDERING", small, o.max_file_size / record_size, data_columns,
                                   assign_tasks)
-        routed = keyed.repartition(assign_tasks, KEY_GROUP).mapInArrow(assigner, routed_schema)
+        # sorted by key group within each task, so a bucket assigner holds one key group's rows at a time
+        routed = (keyed.repartition(assign_tasks, KEY_GROUP).sortWithinPartitions(KEY_GROUP)
+                  .mapInArrow(assigner, routed_schema))
         write_fn = StreamWriteFunction(writer.base, txn.instant, txn.avro_schema, data_columns, ordering,
                                        o.batch_size_bytes, o.task_max_size_bytes, pending_file_groups(timeline))
         results = routed.repartition(write_tasks, FILE_ID).mapInArrow(
