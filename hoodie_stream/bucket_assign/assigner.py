@@ -28,7 +28,7 @@ from .small_files import owner_task
 FILE_ID = "__hs_file_id"
 KIND = "__hs_kind"
 UPDATE, INSERT, DELETE_ORDERED, DELETE_NATURAL = 0, 1, 2, 3
-ASSIGN_CHUNK_BYTES = 16 * 1024 * 1024  # input rows (Arrow bytes) a bucket assigner holds at a time
+ASSIGN_CHUNK_BYTES = 4 * 1024 * 1024  # input rows (Arrow bytes) a bucket assigner holds at a time
 _NAMESPACE = uuid.UUID("6f1d3c2e-7a53-4c1b-9a8e-5d0b1e2f3a40")
 
 

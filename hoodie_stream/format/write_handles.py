@@ -90,11 +90,13 @@ def append_log(
     base_file="",
     num_inserts=0,
     new_file_group=False,
+    order=None,
 ):
     """Write a new log file version of a file slice with an AVRO_DATA block and/or a DELETE block.
 
     records: data columns in table-schema order, keys: their record keys (Arrow strings).
     deletes: (keys, ordering values or None) to delete in this partition.
+    order: optional row indices giving the order in which the records are written (taken a chunk at a time).
     Returns the HoodieDeltaWriteStat of the file.
     """
     started = time.monotonic()
@@ -113,11 +115,15 @@ def append_log(
         step = max(1, int(ENCODE_CHUNK_BYTES * n_records / max(1, records.nbytes)))
         content = [avro_data_header(n_records)]
         for start in range(0, n_records, step):
-            table = with_meta_columns(records.slice(start, step), keys.slice(start, step), partition, instant,
-                                      task_id, file_id, seq_start=start)
+            if order is None:
+                part, part_keys = records.slice(start, step), keys.slice(start, step)
+            else:
+                rows = order.slice(start, step)
+                part, part_keys = records.take(rows), pc.take(keys, rows)
+            table = with_meta_columns(part, part_keys, partition, instant, task_id, file_id, seq_start=start)
             buffer, offsets = encode_records(table, header_schema)
             content.append(avro_data_records(buffer, offsets))
-            del table, buffer, offsets
+            del table, buffer, offsets, part, part_keys
         header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: schema_json}
         blocks.append(LogBlock(BlockType.AVRO_DATA, header, content, {}))
     n_deletes = 0

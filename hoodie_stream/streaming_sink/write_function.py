@@ -165,14 +165,19 @@ class BufferedWriter:
         bucket.tables = []
         kinds = table[KIND]
         is_delete = pc.or_(pc.equal(kinds, DELETE_ORDERED), pc.equal(kinds, DELETE_NATURAL))
-        data = table.filter(pc.invert(is_delete))
-        dels = table.filter(is_delete)
+        if pc.any(is_delete).as_py():
+            data = table.filter(pc.invert(is_delete))
+            dels = table.filter(is_delete)
+        else:  # no copy of the bucket
+            data, dels = table, table.slice(0, 0)
         base_instant, base_file, new_group = self._slice_of(bucket.partition, file_id, table)
-        records = keys = None
+        records = keys = order = None
         if data.num_rows:
-            data = data.take(pc.sort_indices(data, sort_keys=[(SEQ, "ascending")]))
+            # records go to the log block in arrival order; append_log takes them a chunk at a time through
+            # `order` instead of a sorted copy of the whole bucket
+            order = pc.sort_indices(data, sort_keys=[(SEQ, "ascending")])
             records = data.select(self.fn.data_columns)
-            keys = data[KEY].combine_chunks()
+            keys = data[KEY]
         deletes = None
         if dels.num_rows:
             ordering = None
@@ -184,7 +189,8 @@ class BufferedWriter:
         inserts = pc.sum(pc.equal(table[KIND], INSERT)).as_py() or 0
         stat = append_log(self.fn.base, self.fn.instant, bucket.partition, file_id, base_instant,
                           self.fn.avro_schema, records=records, keys=keys, deletes=deletes, token=self.token,
-                          task_id=self.task, base_file=base_file, num_inserts=inserts, new_file_group=new_group)
+                          task_id=self.task, base_file=base_file, num_inserts=inserts, new_file_group=new_group,
+                          order=order)
         if stat is not None:
             self.stats.append(stat)
 
