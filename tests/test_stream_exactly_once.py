@@ -8,6 +8,7 @@ import pytest
 
 from hoodie_stream import HoodieStreamSink, HoodieTable
 from hoodie_stream.checkpoints import index_state
+from hoodie_stream.checkpoints.key_index import KeyIndex
 from hoodie_stream.format.fs_view import FileSystemView
 from hoodie_stream.format.writer import HoodieWriter
 from oracle import rs_read
@@ -65,7 +66,7 @@ def test_inflight_instant_left_by_a_crash_is_rolled_back(spark, tmp_path, query)
     fs = next(iter(FileSystemView(base).latest_slices()))
     junk = pa.table({"id": [999], "city": ["chennai"], "ts": [10**6], "v": ["junk"], "_hoodie_is_deleted": [False]})
     txn.append_log(fs.partition, fs.file_id, fs.base_instant, junk)
-    index_state.save_state(base, 0, txn.instant, index_state.empty_state(), index_state.empty_state(), 0)
+    index_state.save_state(base, 0, txn.instant, KeyIndex(), index_state.empty_state(), 0)
     assert table_rows(rs_read(base)) == model.rows()
     sink(df_of(spark, batches[1]), 1)
     model.apply_batch(batches[1])

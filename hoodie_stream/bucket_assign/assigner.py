@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..checkpoints import index_state
-from ..format.runs import run_ends, run_starts
+from ..format.runs import run_ends, runs
 from ..streaming_sink.key_by import DELETE, KEY, KEY_GROUP, PARTITION, SEQ
 from .small_files import owner_task
 
@@ -74,20 +74,21 @@ class BucketAssigner:
         self.new_file_capacity = max(1, int(new_file_capacity))
         self.data_columns = data_columns
         self.num_tasks = num_tasks
+        self._slots = {}  # partition -> open file groups of this task, consumed across chunks (see _pack_inserts)
 
     def __call__(self, batches):
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
         task = ctx.partitionId() if ctx is not None else 0
-        self._slots = {}  # partition -> [[file id, free capacity in records]], consumed across key groups
+        self._slots = {}
         # the input arrives sorted by key group: rows are assigned in chunks of whole key groups of about
         # ASSIGN_CHUNK_BYTES, so the task never holds its whole input (a key's rows are always in one chunk)
         held, held_bytes, current = [], 0, None
         for batch in batches:
             if not batch.num_rows:
                 continue
-            groups, bounds = _runs(batch.column(KEY_GROUP))
+            groups, bounds = runs(batch.column(KEY_GROUP))
             for i, kg in enumerate(groups):
                 part = batch.slice(bounds[i], bounds[i + 1] - bounds[i])
                 if kg != current and held_bytes >= ASSIGN_CHUNK_BYTES:
@@ -111,7 +112,7 @@ class BucketAssigner:
 
     def assign(self, table, task):
         table = precombine(table, self.ordering_field, self.event_time)
-        groups, bounds = _runs(table[KEY_GROUP])
+        groups, bounds = runs(table[KEY_GROUP].combine_chunks())
         indexes, deltas = {}, {}
         for kg in groups:
             indexes[kg], deltas[kg] = index_state.load_index(self.base, kg, self.committed)
@@ -178,25 +179,19 @@ class BucketAssigner:
 
     def _pack_inserts(self, inserts, task):
         """Fill this task's small file groups of each partition, then new file groups, in key order. Capacity is
-        consumed across the key groups of the task (`self._slots`), in key-group order, so a retried task packs
-        the same way."""
-        slots_by_partition = self.__dict__.setdefault("_slots", {})
+        consumed across the chunks of the task (`self._slots`: partition -> open [file id, free records] and the
+        number of new file groups opened), in key-group order, so a retried task packs the same way."""
         inserts = inserts.take(pc.sort_indices(inserts, sort_keys=[(PARTITION, "ascending"), (KEY, "ascending")]))
-        partitions = inserts[PARTITION].combine_chunks()
-        out_ids = np.empty(inserts.num_rows, dtype=object)
         owned = self.small_files.get(task, {})
-        starts = run_starts(partitions)
-        names = pc.take(partitions, pa.array(starts)).to_pylist() if len(starts) else []
-        bounds = [int(b) for b in starts] + [inserts.num_rows]
+        names, bounds = runs(inserts[PARTITION].combine_chunks())
+        ids, repeats = [], []  # a run of `repeats[i]` rows goes to file group `ids[i]`
         for i, partition in enumerate(names):
-            start, end = bounds[i], bounds[i + 1]
-            slots = slots_by_partition.get(partition)
+            slots = self._slots.get(partition)
             if slots is None:
-                slots = slots_by_partition[partition] = {
+                slots = self._slots[partition] = {
                     "open": [[fid, cap] for fid, _base_instant, _base_file, cap in owned.get(partition, [])],
                     "new": 0}
-            left = end - start
-            pos = start
+            left = bounds[i + 1] - bounds[i]
             while left > 0:
                 if not slots["open"]:
                     fid = new_file_id(self.instant, task, partition, slots["new"], self.num_tasks)
@@ -204,13 +199,13 @@ class BucketAssigner:
                     slots["open"].append([fid, self.new_file_capacity])
                 slot = slots["open"][0]
                 take = min(left, slot[1])
-                out_ids[pos:pos + take] = slot[0]
-                pos += take
+                ids.append(slot[0])
+                repeats.append(take)
                 left -= take
                 slot[1] -= take
                 if slot[1] <= 0:
                     slots["open"].pop(0)
-        file_ids = pa.array(out_ids, pa.string())
+        file_ids = pc.take(pa.array(ids, pa.string()), pa.array(np.repeat(np.arange(len(ids)), repeats)))
         return _routed(inserts, None, file_ids, INSERT)
 
     def _save(self, changes, indexes, deltas):
@@ -219,22 +214,13 @@ class BucketAssigner:
         change = pa.concat_tables(changes)
         change = change.take(pc.sort_indices(change[KEY_GROUP]))
         lookup = self._lookup_keys(change)
-        groups, bounds = _runs(change[KEY_GROUP])
+        groups, bounds = runs(change[KEY_GROUP].combine_chunks())
         for i, kg in enumerate(groups):
             start, length = bounds[i], bounds[i + 1] - bounds[i]
             delta = pa.table({"key": lookup.slice(start, length), "partition": change[PARTITION].slice(start, length),
                               "file_id": change[FILE_ID].slice(start, length)}, schema=index_state.STATE_SCHEMA)
             index = indexes[kg].updated(delta)
             index_state.save_state(self.base, kg, self.instant, index, delta, deltas[kg])
-
-
-def _runs(column):
-    """(values, bounds) of the runs of equal values in a sorted column: run i is rows bounds[i]..bounds[i+1]."""
-    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if len(column) == 0:
-        return [], [0]
-    starts = run_starts(column)
-    return pc.take(column, pa.array(starts)).to_pylist(), [int(i) for i in starts] + [len(column)]
 
 
 def _routed(table, partition, file_ids, kind):

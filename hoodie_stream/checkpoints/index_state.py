@@ -18,14 +18,7 @@ import pyarrow.parquet as pq
 
 from .key_index import STATE_SCHEMA, KeyIndex
 
-_CACHE = {}  # (base, key group) -> _Cached; lives in each executor's Python worker
-
-
-class _Cached:
-    __slots__ = ("deltas", "index", "upto")
-
-    def __init__(self, upto, index, deltas):
-        self.upto, self.index, self.deltas = upto, index, deltas
+_CACHE = {}  # (base, key group) -> (instant, KeyIndex as of it); lives in each executor's Python worker
 
 
 def index_dir(base):
@@ -83,8 +76,8 @@ def load_index(base, key_group, committed):
     newest_full = full[-1] if full else ""
     pending = [d for d in delta if d > newest_full]
     cached = _CACHE.get((str(base), key_group))
-    if cached is not None and cached.upto in committed and cached.upto >= newest_full:
-        upto, index = cached.upto, cached.index
+    if cached is not None and cached[0] in committed and cached[0] >= newest_full:
+        upto, index = cached
     elif newest_full:
         upto, index = newest_full, KeyIndex(_read(base, key_group, paths[(newest_full, "full")]))
     else:
@@ -94,7 +87,7 @@ def load_index(base, key_group, committed):
             index = index.updated(_read(base, key_group, paths[(d, "delta")]))
             upto = d
     if upto:
-        _CACHE[(str(base), key_group)] = _Cached(upto, index, len(pending))
+        _CACHE[(str(base), key_group)] = (upto, index)
     return index, len(pending)
 
 
@@ -129,7 +122,7 @@ def save_state(base, key_group, instant, index, change, deltas_since_full):
         _write(os.path.join(directory, instant + ".full.arrow"), index.to_table())
     else:
         _write(os.path.join(directory, instant + ".delta.arrow"), change)
-    _CACHE[(str(base), key_group)] = _Cached(instant, index, 0)
+    _CACHE[(str(base), key_group)] = (instant, index)
 
 
 def save_full(base, key_group, instant, state):

@@ -118,10 +118,6 @@ class KeyIndex:
         self.base = _Sorted(table)
         self.recent = _EMPTY
 
-    @property
-    def num_rows(self):
-        return self.base.num_rows + self.recent.num_rows  # recent keys may shadow base keys: an upper bound
-
     def lookup(self, keys):
         """(found mask, partition, file id) for each key (Arrow string array); partition/file id null if absent."""
         if isinstance(keys, pa.ChunkedArray):

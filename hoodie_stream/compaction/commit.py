@@ -42,16 +42,12 @@ def _new_files(base, instant, plan):
     return sorted(found)
 
 
-def _remove_strays(base, instant, plan, stats):
-    """Before completing: delete files of this instant that no reported operation wrote (a failed task attempt,
-    or a task of an earlier failed run that finished after that run was cleaned up), as Hudi reconciles markers."""
-    kept = {s.path for s in stats}
+def _remove_new_files(base, instant, plan, keep=frozenset()):
+    """Delete the files this compaction wrote, except `keep` (relative paths the reported operations wrote)."""
     for rel in _new_files(base, instant, plan):
-        if rel not in kept:
-            path = os.path.join(base, rel)
-            if os.path.exists(path):
-                log.info("compaction %s: removing %s, written by a failed attempt", instant, rel)
-                os.remove(path)
+        path = os.path.join(base, rel)
+        if rel not in keep and os.path.exists(path):
+            os.remove(path)
 
 
 def revert_to_requested(base, timeline, instant):
@@ -60,11 +56,7 @@ def revert_to_requested(base, timeline, instant):
     inst = timeline.get(instant)
     if inst is None or inst.is_completed:
         return False
-    plan = read_plan(timeline, instant)
-    for rel in _new_files(base, instant, plan):
-        path = os.path.join(base, rel)
-        if os.path.exists(path):
-            os.remove(path)
+    _remove_new_files(base, instant, read_plan(timeline, instant))
     delete_markers(base, instant)
     inflight = os.path.join(timeline.hoodie_dir, Instant(instant, "compaction", "inflight").file_name)
     if os.path.exists(inflight):
@@ -116,7 +108,9 @@ def run_compaction(spark, base, timeline, instant, max_memory_bytes, tasks=None,
         by_partition = {}
         for stat in stats:
             by_partition.setdefault(stat.partition_path, []).append(stat)
-        _remove_strays(base, instant, plan, stats)
+        # files no reported operation wrote: a failed task attempt, or a task of an earlier failed run that
+        # finished after that run was cleaned up (Hudi reconciles markers the same way)
+        _remove_new_files(base, instant, plan, keep={s.path for s in stats})
         schema = json.dumps(HoodieTable(base).avro_schema(), separators=(",", ":"))
         meta = CommitMetadata(by_partition, True, {"schema": schema}, "COMPACT", None)
         timeline.complete(instant, "compaction", meta.to_json())

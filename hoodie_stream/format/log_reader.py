@@ -11,7 +11,7 @@ import struct
 import uuid
 
 from .errors import HoodieFormatError
-from .log_format import MAGIC, MIN_BLOCK_SIZE, BlockType, LogBlock, block_segments, decode_block_at, encode_block
+from .log_format import MAGIC, MIN_BLOCK_SIZE, BlockType, LogBlock, block_segments, decode_block_at
 
 
 def _int32(value):
@@ -65,8 +65,13 @@ def read_log_file(path):
     return read_log_blocks(data, str(path))
 
 
+def _segments(blocks):
+    for block in blocks:
+        yield from block_segments(block)
+
+
 def encode_log_file(blocks):
-    return b"".join(encode_block(b) for b in blocks)
+    return b"".join(bytes(s) for s in _segments(blocks))
 
 
 def write_log_file(path, blocks):
@@ -83,10 +88,9 @@ def write_log_file(path, blocks):
     try:
         size = 0
         with open(tmp, "wb") as f:
-            for block in blocks:  # segment by segment: a large block is never joined into one buffer
-                for segment in block_segments(block):
-                    f.write(segment)
-                    size += len(segment)
+            for segment in _segments(blocks):  # a large block is never joined into one buffer
+                f.write(segment)
+                size += len(segment)
             f.flush()
             os.fsync(f.fileno())
         try:
