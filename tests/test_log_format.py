@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
 from conftest import LOG_FILES, v6_table_zips
+
 from hoodie_stream.format.errors import HoodieFormatError
 from hoodie_stream.format.file_names import log_sort_key, parse_log_file_name
 from hoodie_stream.format.log_format import (
@@ -27,7 +27,12 @@ from hoodie_stream.format.log_format import (
     rollback_command_block,
     split_avro_data_content,
 )
-from hoodie_stream.format.log_reader import encode_log_file, read_log_blocks, read_log_file, write_log_file
+from hoodie_stream.format.log_reader import (
+    encode_log_file,
+    read_log_blocks,
+    read_log_file,
+    write_log_file,
+)
 
 hudi = pytest.importorskip("hudi")
 
@@ -338,3 +343,26 @@ def test_header_order_and_footer_preserved():
     assert list(decoded.header) == [HeaderKey.SCHEMA, HeaderKey.INSTANT_TIME]
     assert decoded.footer == {HeaderKey.BLOCK_IDENTIFIER: "x"}
     assert end == len(encode_block(block))
+
+
+def _streamed(block, piece=7):
+    """The same block with its content handed over as an iterator of small segments (length not known up front)."""
+    content = bytes(block.content)
+    return LogBlock(block.block_type, block.header, (content[i:i + piece] for i in range(0, len(content), piece)),
+                    block.footer)
+
+
+def test_streamed_block_content_is_written_byte_identical(tmp_path):
+    """A block whose content is produced while it is written (sizes filled in afterwards) is byte-identical to the
+    block encoded in one piece, alone, among other blocks, in memory and in a log file."""
+    blocks = sample_blocks()
+    eager = encode_log_file(blocks)
+    assert encode_log_file([_streamed(b) for b in blocks]) == eager
+    assert encode_log_file([blocks[0], _streamed(blocks[1]), blocks[2]]) == eager
+    path = tmp_path / ".f1-0_20250101000000000.log.1_0-1-2"
+    assert write_log_file(path, [_streamed(b) for b in blocks]) == len(eager)
+    assert path.read_bytes() == eager
+    read = read_log_file(path)
+    assert [(b.block_type, b.content) for b in read] == [(b.block_type, b.content) for b in blocks]
+    empty = LogBlock(BlockType.AVRO_DATA, blocks[0].header, iter(()), {})
+    assert encode_log_file([empty]) == encode_block(LogBlock(BlockType.AVRO_DATA, blocks[0].header, b"", {}))

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from ..checkpoints import index_state
 from ..format.runs import run_ends, runs
+from ..streaming_sink import worker_memory
 from ..streaming_sink.key_by import DELETE, KEY, KEY_GROUP, PARTITION, SEQ
 from .small_files import owner_task
 
@@ -79,6 +80,7 @@ class BucketAssigner:
     def __call__(self, batches):
         from pyspark import TaskContext
 
+        worker_memory.prepare()
         ctx = TaskContext.get()
         task = ctx.partitionId() if ctx is not None else 0
         self._slots = {}
@@ -99,6 +101,8 @@ class BucketAssigner:
                 held_bytes += part.nbytes
         if held:
             yield from self._assign_chunk(held, task)
+        del held
+        worker_memory.release()
 
     def _assign_chunk(self, parts, task):
         out = self.assign(pa.Table.from_batches(parts).combine_chunks(), task)

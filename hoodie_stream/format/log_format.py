@@ -118,6 +118,38 @@ def block_segments(block):
             footer + struct.pack(">q", block_size + len(MAGIC))]
 
 
+def write_block(f, block):
+    """Write one block at the current position of the binary file `f`; returns the bytes written.
+
+    `block.content` may be bytes, a list of byte segments, or an iterator of segments whose total length is not
+    known up front (a data block encoded while it is written): then `f` must be seekable, and the block size and
+    content length are written as placeholders and filled in once the content has been written.
+    """
+    if block.block_type == BlockType.CORRUPT or isinstance(block.content, (bytes, bytearray, memoryview, list, tuple)):
+        written = 0
+        for segment in block_segments(block):
+            f.write(segment)
+            written += len(segment)
+        return written
+    start = f.tell()
+    head = struct.pack(">ii", LOG_FORMAT_VERSION, int(block.block_type)) + _encode_map(block.header)
+    f.write(MAGIC + bytes(8) + head + bytes(8))
+    content_len = 0
+    for part in block.content:
+        f.write(part)
+        content_len += len(part)
+    footer = _encode_map(block.footer or {})
+    block_size = len(head) + 8 + content_len + len(footer) + 8
+    f.write(footer + struct.pack(">q", block_size + len(MAGIC)))
+    end = f.tell()
+    f.seek(start + len(MAGIC))
+    f.write(struct.pack(">q", block_size))
+    f.seek(start + len(MAGIC) + 8 + len(head))
+    f.write(struct.pack(">q", content_len))
+    f.seek(end)
+    return end - start
+
+
 def encode_block(block):
     """Full bytes of a block, magic included. A CORRUPT block gives back its magic and raw bytes unchanged."""
     return b"".join(bytes(p) for p in block_segments(block))

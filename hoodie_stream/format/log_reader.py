@@ -6,12 +6,20 @@ trailing length (which counts the magic too), or is not followed by another magi
 next `#HUDI#` magic (or EOF), where reading resumes.
 """
 
+import io
 import os
 import struct
 import uuid
 
 from .errors import HoodieFormatError
-from .log_format import MAGIC, MIN_BLOCK_SIZE, BlockType, LogBlock, block_segments, decode_block_at
+from .log_format import (
+    MAGIC,
+    MIN_BLOCK_SIZE,
+    BlockType,
+    LogBlock,
+    decode_block_at,
+    write_block,
+)
 
 
 def _int32(value):
@@ -65,13 +73,11 @@ def read_log_file(path):
     return read_log_blocks(data, str(path))
 
 
-def _segments(blocks):
-    for block in blocks:
-        yield from block_segments(block)
-
-
 def encode_log_file(blocks):
-    return b"".join(bytes(s) for s in _segments(blocks))
+    out = io.BytesIO()
+    for block in blocks:
+        write_block(out, block)
+    return out.getvalue()
 
 
 def write_log_file(path, blocks):
@@ -88,9 +94,8 @@ def write_log_file(path, blocks):
     try:
         size = 0
         with open(tmp, "wb") as f:
-            for segment in _segments(blocks):  # a large block is never joined into one buffer
-                f.write(segment)
-                size += len(segment)
+            for block in blocks:  # a large block is never joined into one buffer
+                size += write_block(f, block)
             f.flush()
             os.fsync(f.fileno())
         try:

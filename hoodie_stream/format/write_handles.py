@@ -16,14 +16,23 @@ import pyarrow.compute as pc
 from .avro_codec import encode_records
 from .avro_schema import META_FIELDS, with_meta_fields
 from .base_file import write_base_file
+from .chunked_take import take_rows
 from .commit_metadata import WriteStat
 from .file_names import base_file_name, log_file_name, parse_log_file_name, write_token
-from .log_format import BlockType, HeaderKey, LogBlock, avro_data_header, avro_data_records, delete_content
+from .log_format import (
+    BlockType,
+    HeaderKey,
+    LogBlock,
+    avro_data_header,
+    avro_data_records,
+    delete_content,
+)
 from .log_reader import write_log_file
 from .markers import create_marker
 
 COMMIT_TIME, SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME = META_FIELDS
-ENCODE_CHUNK_BYTES = 2 * 1024 * 1024  # Arrow bytes of data encoded at a time when a log block is written
+ENCODE_CHUNK_BYTES = 1024 * 1024  # Arrow bytes of data encoded at a time when a log block is written
+_KEY_COLUMN = "\x00key"  # the record keys beside the records while they are taken in write order
 
 
 def with_meta_columns(data, keys, partition, instant, task_id, file_name, seq_start=0):
@@ -111,20 +120,8 @@ def append_log(
     n_records = 0
     if records is not None and records.num_rows:
         n_records = records.num_rows
-        # encoded a chunk of rows at a time: the transient memory of a flush is a chunk's, not the bucket's
-        step = max(1, int(ENCODE_CHUNK_BYTES * n_records / max(1, records.nbytes)))
-        content = [avro_data_header(n_records)]
-        for start in range(0, n_records, step):
-            if order is None:
-                part, part_keys = records.slice(start, step), keys.slice(start, step)
-            else:
-                rows = order.slice(start, step)
-                part, part_keys = records.take(rows), pc.take(keys, rows)
-            table = with_meta_columns(part, part_keys, partition, instant, task_id, file_id, seq_start=start)
-            buffer, offsets = encode_records(table, header_schema)
-            content.append(avro_data_records(buffer, offsets))
-            del table, buffer, offsets, part, part_keys
         header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: schema_json}
+        content = _data_content(records, keys, order, partition, instant, task_id, file_id, header_schema)
         blocks.append(LogBlock(BlockType.AVRO_DATA, header, content, {}))
     n_deletes = 0
     if deletes is not None and len(deletes[0]):
@@ -158,6 +155,28 @@ def append_log(
         base_file=base_file or "",
         log_files=logs,
     )
+
+
+def _data_content(records, keys, order, partition, instant, task_id, file_id, header_schema):
+    """AVRO_DATA content, encoded a chunk of rows at a time while the block is written: a flush holds one
+    chunk's memory (ENCODE_CHUNK_BYTES of rows), never the encoded bucket."""
+    n_records = records.num_rows
+    step = max(1, int(ENCODE_CHUNK_BYTES * n_records / max(1, records.nbytes)))
+    if order is not None:
+        both = records.append_column(_KEY_COLUMN, keys)
+    yield avro_data_header(n_records)
+    for start in range(0, n_records, step):
+        if order is None:
+            part, part_keys = records.slice(start, step), keys.slice(start, step)
+        else:
+            taken = take_rows(both, order.slice(start, step))
+            part, part_keys = taken.drop_columns([_KEY_COLUMN]), taken[_KEY_COLUMN]
+            del taken
+        table = with_meta_columns(part, part_keys, partition, instant, task_id, file_id, seq_start=start)
+        del part, part_keys
+        buffer, offsets = encode_records(table, header_schema)
+        del table
+        yield avro_data_records(buffer, offsets)
 
 
 def create_base(base, instant, partition, file_id, avro_schema, records, keys, token=None, task_id=0, prev_commit="null", io_type="CREATE"):

@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 
 from ..format.errors import HoodieKeyError
 from ..format.keygen import make_key_generator
+from . import worker_memory
 
 KEY = "_hoodie_record_key"
 PARTITION = "_hoodie_partition_path"
@@ -40,6 +41,7 @@ class KeyBy:
         self.operation = operation
 
     def __call__(self, batches):
+        worker_memory.prepare()
         keygen = make_key_generator(self.table_props)
         for batch in batches:
             if batch.num_rows == 0:

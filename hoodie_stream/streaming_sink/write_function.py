@@ -18,12 +18,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pympler import asizeof
 
-from ..bucket_assign.assigner import DELETE_NATURAL, DELETE_ORDERED, FILE_ID, INSERT, KIND
+from ..bucket_assign.assigner import (
+    DELETE_NATURAL,
+    DELETE_ORDERED,
+    FILE_ID,
+    INSERT,
+    KIND,
+)
 from ..format.file_names import write_token
-from ..format.runs import run_starts
 from ..format.fs_view import FileSystemView, list_file_groups
+from ..format.runs import run_starts
 from ..format.timeline import Timeline
 from ..format.write_handles import append_log
+from . import worker_memory
 from .key_by import KEY, PARTITION, SEQ
 
 SAMPLE_RATE = 0.01
@@ -47,22 +54,24 @@ class SizeSampler:
         self.last = None
         self.measured = 0
 
-    def estimate(self, table):
-        n = table.num_rows
+    def sizes(self, n, row_size):
+        """Estimated bytes of each of n rows (int64 array); `row_size(i)` measures row i. Sampled rows are
+        measured, every other row counts as the last measurement before it."""
         if n == 0:
-            return 0
+            return np.zeros(0, dtype=np.int64)
         sampled = np.flatnonzero(self.rng.random(n) < SAMPLE_RATE)
         if self.last is None and (len(sampled) == 0 or sampled[0] != 0):
             sampled = np.concatenate([[0], sampled])
         if len(sampled) == 0:
-            return self.last * n
-        sizes = np.array([_row_size(table, int(i)) for i in sampled], dtype=np.int64)
+            return np.full(n, self.last, dtype=np.int64)
+        measured = np.array([row_size(int(i)) for i in sampled], dtype=np.int64)
         self.measured += len(sampled)
         # rows before the first sample use the previous measurement; each sample stands until the next
-        before = sampled[0] * (self.last or sizes[0])
-        spans = np.diff(np.append(sampled, n))
-        self.last = int(sizes[-1])
-        return int(before + int((sizes * spans).sum()))
+        out = np.repeat(measured, np.diff(np.append(sampled, n)))
+        if sampled[0]:
+            out = np.concatenate([np.full(sampled[0], self.last, dtype=np.int64), out])
+        self.last = int(measured[-1])
+        return out
 
 
 class Bucket:
@@ -92,6 +101,7 @@ class StreamWriteFunction:
     def __call__(self, batches):
         from pyspark import TaskContext
 
+        worker_memory.prepare()
         ctx = TaskContext.get()
         token = write_token(ctx.partitionId(), ctx.stageId(), ctx.attemptNumber()) if ctx else write_token(0, 0, 0)
         task = ctx.partitionId() if ctx else 0
@@ -121,6 +131,11 @@ class BufferedWriter:
 
     # -- buffering -----------------------------------------------------------------------------------------
     def add(self, table):
+        """Buffer the rows of `table` in their buckets, flushing as Hudi's Flink writer does record by record:
+        a record is buffered, then its bucket is flushed if it passed `write.batch.size`, or else the largest
+        bucket if the task's total passed `write.task.max.size`. Rows are taken a run of one bucket at a time, cut
+        at the rows where a limit is passed (cumulative sums of the sampled sizes), so the buffers never hold
+        more than a limit plus one record."""
         if table.num_rows == 0:
             return
         order = pc.sort_indices(table, sort_keys=[(FILE_ID, "ascending")])
@@ -128,14 +143,28 @@ class BufferedWriter:
         n = len(ids)
         bounds = list(run_starts(ids)) + [n]
         for i in range(len(bounds) - 1):
+            file_id = ids[bounds[i]].as_py()
+            rows = order.slice(bounds[i], bounds[i + 1] - bounds[i])
+            sizes = self.sampler.sizes(len(rows), lambda j, rows=rows: _row_size(table, rows[j].as_py()))
+            self._buffer(file_id, table, rows, sizes)
+
+    def _buffer(self, file_id, table, rows, sizes):
+        cum = np.cumsum(sizes)
+        start = 0
+        while start < len(sizes):
+            bucket = self.buckets.get(file_id)
+            held = bucket.bytes if bucket is not None else 0
+            base = cum[start - 1] if start else 0
+            # first row (relative to `start`) whose bucket or task total passes its limit
+            over = np.searchsorted(cum[start:] - base, [self.fn.batch_size_bytes - held,
+                                                         self.fn.task_max_bytes - self.total], side="right")
+            end = min(start + int(over.min()) + 1, len(sizes))
             # each bucket gets its own compact copy of its rows: a flush frees exactly what it wrote, and the
             # buffers never pin Spark's input batches
-            chunk = table.take(order.slice(bounds[i], bounds[i + 1] - bounds[i]))
-            file_id = ids[bounds[i]].as_py()
-            bucket = self.buckets.get(file_id)
+            chunk = table.take(rows.slice(start, end - start))
             if bucket is None:
                 bucket = self.buckets[file_id] = Bucket(chunk[PARTITION][0].as_py())
-            size = self.sampler.estimate(chunk)
+            size = int(cum[end - 1] - base)
             bucket.tables.append(chunk)
             bucket.bytes += size
             bucket.rows += chunk.num_rows
@@ -143,9 +172,10 @@ class BufferedWriter:
             self._track_peak()
             if bucket.bytes > self.fn.batch_size_bytes:
                 self.flush(file_id, "bucket")
-            while self.total > self.fn.task_max_bytes and self.buckets:
+            elif self.total > self.fn.task_max_bytes:
                 largest = max(self.buckets, key=lambda f: self.buckets[f].bytes)
                 self.flush(largest, "task")
+            start = end
 
     def _track_peak(self):
         self.peak_buffered = max(self.peak_buffered, self.total)
@@ -161,6 +191,13 @@ class BufferedWriter:
         bucket = self.buckets.pop(file_id)
         self.total -= bucket.bytes
         self.flushes[cause] += 1
+        stat = self._append(file_id, bucket)
+        if stat is not None:
+            self.stats.append(stat)
+        worker_memory.release()  # the bucket's rows and the flush's transients are freed by now
+
+    def _append(self, file_id, bucket):
+        """Append the bucket's rows to its file group as a new log file; returns the write stat."""
         table = pa.concat_tables(bucket.tables)
         bucket.tables = []
         kinds = table[KIND]
@@ -187,12 +224,10 @@ class BufferedWriter:
                 ordering = [None if nat else v for v, nat in zip(values, natural.to_pylist())]
             deletes = (dels[KEY].to_pylist(), ordering)
         inserts = pc.sum(pc.equal(table[KIND], INSERT)).as_py() or 0
-        stat = append_log(self.fn.base, self.fn.instant, bucket.partition, file_id, base_instant,
+        return append_log(self.fn.base, self.fn.instant, bucket.partition, file_id, base_instant,
                           self.fn.avro_schema, records=records, keys=keys, deletes=deletes, token=self.token,
                           task_id=self.task, base_file=base_file, num_inserts=inserts, new_file_group=new_group,
                           order=order)
-        if stat is not None:
-            self.stats.append(stat)
 
     def _slice_of(self, partition, file_id, table):
         """(base instant, base file name, new file group?) of the latest slice of a file group.

@@ -1,0 +1,57 @@
+"""Memory hygiene of the Python workers that run the write chain.
+
+A write task frees a bucket's rows at every flush, but freed memory does not go back to the system by itself:
+pyarrow's default allocator (mimalloc) keeps the pages of freed buffers and does not reuse them well for buffers of
+other sizes, so a worker's RSS climbs with every flush; and glibc serves the large blocks Spark's input batches
+arrive in from its heap once its mmap threshold has risen, and keeps them there. Measured in
+benchmarks/memory_bench.py, a write task's RSS then grows ~15-20 MB per flush over what its buffers hold.
+- `prepare()` (once per worker process, before the chain's first allocation) makes Arrow's jemalloc pool the
+  default pool where pyarrow has it (freed pages are reused and purged) and fixes glibc's mmap threshold at
+  1 MB (larger blocks are mapped, and unmapped when freed);
+- `release()` (after a flush, at the end of a task) returns the free pages Arrow's pool and glibc's heap hold.
+Buffers allocated before `prepare()` stay with the pool that allocated them. Where the C library is not glibc the
+glibc steps are skipped.
+"""
+
+import ctypes
+import ctypes.util
+
+import pyarrow as pa
+
+MMAP_THRESHOLD = 1 << 20
+_M_MMAP_THRESHOLD = -3  # mallopt parameter number in glibc's malloc.h
+
+_libc = None
+_prepared = False
+
+
+def _glibc():
+    global _libc
+    if _libc is None:
+        try:
+            lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            _libc = lib if all(hasattr(lib, name) for name in ("mallopt", "malloc_trim")) else False  # glibc
+        except OSError:
+            _libc = False
+    return _libc or None
+
+
+def prepare():
+    global _prepared
+    if _prepared:
+        return
+    _prepared = True
+    libc = _glibc()
+    if libc is not None:
+        libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    try:
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+    except NotImplementedError:
+        pass
+
+
+def release():
+    pa.default_memory_pool().release_unused()
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
