@@ -96,6 +96,8 @@ def test_unknown_and_invalid_options():
         HoodieStreamSink("/tmp/x", {"hoodie.table.name": "x"})
     with pytest.raises(HoodieConfigError, match="hoodie.stream.compaction.nice"):
         HoodieStreamSink("/tmp/x", dict(OPTIONS, **{"hoodie.stream.compaction.nice": "25"}))
+    with pytest.raises(HoodieConfigError, match="hoodie.stream.worker.memory.release"):
+        HoodieStreamSink("/tmp/x", dict(OPTIONS, **{"hoodie.stream.worker.memory.release": "sometimes"}))
 
 
 def test_target_directory_that_is_not_a_hudi_table(spark, tmp_path):

@@ -63,7 +63,7 @@ class BucketAssigner:
     """Picklable mapInArrow function for the bucket-assign stage of one micro-batch."""
 
     def __init__(self, base, instant, committed, global_index, operation, ordering_field, event_time,
-                 small_files, new_file_capacity, data_columns, num_tasks):
+                 small_files, new_file_capacity, data_columns, num_tasks, release_memory=True):
         self.base = base
         self.instant = instant
         self.committed = committed
@@ -75,12 +75,13 @@ class BucketAssigner:
         self.new_file_capacity = max(1, int(new_file_capacity))
         self.data_columns = data_columns
         self.num_tasks = num_tasks
+        self.release_memory = release_memory
         self._slots = {}  # partition -> open file groups of this task, consumed across chunks (see _pack_inserts)
 
     def __call__(self, batches):
         from pyspark import TaskContext
 
-        worker_memory.prepare()
+        worker_memory.prepare(self.release_memory)
         ctx = TaskContext.get()
         task = ctx.partitionId() if ctx is not None else 0
         self._slots = {}

@@ -3,7 +3,8 @@
 Layout under the table: `.hoodie/.aux/hoodie_stream/index/<key group>/` holds `<instant>.full.arrow` (the
 whole state of the key group as of that instant) and `<instant>.delta.arrow` (the keys that instant placed);
 Arrow IPC files (cheap to write for the many small deltas of a micro-batch; `.parquet` files of earlier versions
-are still read), columns key, partition, file_id. The state as of now is the newest full file plus the deltas after it. A file
+are still read), columns key, partition, file_id (the last two dictionary-encoded, as in memory; files with plain
+string columns are read too). The state as of now is the newest full file plus the deltas after it. A file
 counts only when its instant is completed; files of failed instants are removed by the rollback and ignored until
 then. After `COMPACT_EVERY` deltas a task writes a full file instead, so loading stays cheap and a micro-batch
 writes only what it changed. `LATEST` names the last completed data instant the state covers. Executors cache
@@ -16,7 +17,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from .key_index import STATE_SCHEMA, KeyIndex
+from .key_index import STATE_SCHEMA, KeyIndex, coded
 
 _CACHE = {}  # (base, key group) -> (instant, KeyIndex as of it); lives in each executor's Python worker
 
@@ -64,7 +65,7 @@ def _read(base, key_group, name):
     if name.endswith(".parquet"):
         return pq.read_table(path, schema=STATE_SCHEMA)
     with pa.memory_map(path) as source:
-        return ipc.open_file(source).read_all().cast(STATE_SCHEMA)
+        return ipc.open_file(source).read_all()
 
 
 def load_index(base, key_group, committed):
@@ -103,9 +104,9 @@ _DELTA_OPTIONS = ipc.IpcWriteOptions()
 
 def _write(path, table):
     tmp = f"{path}.{os.getpid()}.tmp"
-    table = table.select(STATE_SCHEMA.names).cast(STATE_SCHEMA)
+    table = coded(table).combine_chunks()
     options = _FULL_OPTIONS if ".full." in os.path.basename(path) else _DELTA_OPTIONS
-    with pa.OSFile(tmp, "wb") as sink, ipc.new_file(sink, STATE_SCHEMA, options=options) as writer:
+    with pa.OSFile(tmp, "wb") as sink, ipc.new_file(sink, table.schema, options=options) as writer:
         writer.write_table(table)
     os.replace(tmp, path)
 

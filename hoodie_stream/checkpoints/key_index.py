@@ -5,6 +5,8 @@ Rows are kept sorted by a 64-bit hash of the key, so looking up a micro-batch co
 is merged into the large `base` part only when it has grown to a fraction of it, so the amortized cost of an
 update is proportional to the update, not to the state. Hash matches are confirmed by comparing the keys
 themselves; a (vanishingly rare) 64-bit collision falls back to an exact Arrow lookup, so results are always exact.
+In memory, partition paths and file ids are dictionary-encoded: a key group has few of them, so a row costs its
+key, two 4-byte codes and its hash, not two more strings (a 36-character file id per key).
 """
 
 import numpy as np
@@ -12,6 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 STATE_SCHEMA = pa.schema([("key", pa.string()), ("partition", pa.string()), ("file_id", pa.string())])
+_CODED = pa.dictionary(pa.int32(), pa.string())
+CODED_SCHEMA = pa.schema([("key", pa.string()), ("partition", _CODED), ("file_id", _CODED)])
 _POSITIONS = 512
 _TABLE = np.random.default_rng(0x5EED_1DE7).integers(0, 2**64, size=(_POSITIONS, 256), dtype=np.uint64).ravel()
 _MERGE_FRACTION = 4  # recent is merged into base when it holds more than base/4 rows
@@ -50,6 +54,16 @@ def key_hashes(keys):
     sums = np.concatenate([np.zeros(1, np.uint64), np.cumsum(vals, dtype=np.uint64)])
     h = sums[offsets[1:] - first] - sums[starts]
     return _mix(h ^ (lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)))
+
+
+def coded(table):
+    """State rows (STATE_SCHEMA columns, plain or dictionary strings) with partition and file id dictionary-encoded:
+    the layout of the state in memory and in its files."""
+    columns = [table["key"].cast(pa.string())]
+    for name in ("partition", "file_id"):
+        column = table[name]
+        columns.append(column.cast(_CODED) if column.type != _CODED else column)
+    return pa.Table.from_arrays(columns, schema=CODED_SCHEMA)
 
 
 class _Sorted:
@@ -92,7 +106,7 @@ class _Sorted:
         return self.table.num_rows
 
 
-_EMPTY = _Sorted(STATE_SCHEMA.empty_table())
+_EMPTY = _Sorted(CODED_SCHEMA.empty_table())
 
 
 def _merge(old, change, change_hashes):
@@ -106,7 +120,7 @@ def _merge(old, change, change_hashes):
         kept_hashes = old.hashes[keep]
     else:
         kept_table, kept_hashes = old.table, old.hashes
-    table = pa.concat_tables([kept_table, change.select(STATE_SCHEMA.names).cast(STATE_SCHEMA)])
+    table = pa.concat_tables([kept_table, coded(change)])
     return _Sorted(table, np.concatenate([kept_hashes, change_hashes]))
 
 
@@ -114,8 +128,7 @@ class KeyIndex:
     """The index state of one key group, for lookups and updates by key."""
 
     def __init__(self, table=None):
-        table = STATE_SCHEMA.empty_table() if table is None else table.select(STATE_SCHEMA.names).cast(STATE_SCHEMA)
-        self.base = _Sorted(table)
+        self.base = _Sorted(coded(STATE_SCHEMA.empty_table() if table is None else table))
         self.recent = _EMPTY
 
     def lookup(self, keys):
@@ -131,11 +144,14 @@ class KeyIndex:
         return found, partition, file_id
 
     def _pick(self, column, in_recent, in_base):
-        a = pc.take(self.recent.table[column], pa.array(np.where(in_recent >= 0, in_recent, 0), mask=in_recent < 0)) \
-            if self.recent.num_rows else pa.nulls(len(in_recent), pa.string())
-        b = pc.take(self.base.table[column], pa.array(np.where(in_base >= 0, in_base, 0), mask=in_base < 0)) \
-            if self.base.num_rows else pa.nulls(len(in_base), pa.string())
-        return pc.coalesce(a, b)
+        picked = []
+        for part, rows in ((self.recent, in_recent), (self.base, in_base)):
+            if part.num_rows:
+                taken = pc.take(part.table[column], pa.array(np.where(rows >= 0, rows, 0), mask=rows < 0))
+                picked.append(taken.cast(pa.string()))
+            else:
+                picked.append(pa.nulls(len(rows), pa.string()))
+        return pc.coalesce(*picked)
 
     def updated(self, change):
         """A new KeyIndex with key -> (partition, file id) set for the rows of `change` (keys unique).
@@ -145,7 +161,7 @@ class KeyIndex:
         """
         if change.num_rows == 0:
             return self
-        change = change.select(STATE_SCHEMA.names).cast(STATE_SCHEMA).combine_chunks()
+        change = coded(change).combine_chunks()
         out = KeyIndex.__new__(KeyIndex)
         out.base = self.base
         out.recent = _merge(self.recent, change, key_hashes(change["key"]))
@@ -155,7 +171,7 @@ class KeyIndex:
         return out
 
     def to_table(self):
-        """The whole state as one table (each key once)."""
+        """The whole state as one table (each key once; CODED_SCHEMA)."""
         if self.recent.num_rows == 0:
             return self.base.table
         return _merge(self.base, self.recent.table, self.recent.hashes).table

@@ -35,13 +35,14 @@ def describe_row(table, row, limit=6):
 class KeyBy:
     """Picklable mapInArrow function: RecordBatches in, the same rows plus key, partition path and delete flag."""
 
-    def __init__(self, table_props, ordering_field, operation):
+    def __init__(self, table_props, ordering_field, operation, release_memory=True):
         self.table_props = table_props
         self.ordering_field = ordering_field
         self.operation = operation
+        self.release_memory = release_memory
 
     def __call__(self, batches):
-        worker_memory.prepare()
+        worker_memory.prepare(self.release_memory)
         keygen = make_key_generator(self.table_props)
         for batch in batches:
             if batch.num_rows == 0:

@@ -55,6 +55,7 @@ OPTIONS = {
     "hoodie.stream.index.key.groups": ("128", _INT),
     "hoodie.stream.compaction.max.pending": ("4", _INT),
     "hoodie.stream.compaction.nice": ("10", _INT),  # CPU niceness added to async compaction's merging threads
+    "hoodie.stream.worker.memory.release": ("true", _BOOL),  # see streaming_sink/worker_memory.py
 }
 TRIGGER_STRATEGIES = ("num_commits", "time_elapsed", "num_and_time", "num_or_time")
 CLEAN_POLICIES = ("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS")
@@ -163,6 +164,7 @@ class SinkOptions:
     record_size_estimate: int = 1024
     key_groups: int = 128
     payload_class: str | None = None
+    release_memory: bool = True
     compaction: "CompactionOptions" = None
 
     def table_props(self):
@@ -240,5 +242,6 @@ def parse_options(path, options=None, **shortcuts):
         record_size_estimate=values["hoodie.copyonwrite.record.size.estimate"],
         key_groups=values["hoodie.stream.index.key.groups"],
         payload_class=values["hoodie.datasource.write.payload.class"],
+        release_memory=values["hoodie.stream.worker.memory.release"],
         compaction=compaction_options(values),
     )

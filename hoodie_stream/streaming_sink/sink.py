@@ -208,7 +208,7 @@ class HoodieStreamSink:
             T.StructField(SEQ, T.LongType()), T.StructField(KEY, T.StringType()),
             T.StructField(PARTITION, T.StringType()), T.StructField(DELETE, T.BooleanType())])
         keyed = df.withColumn(SEQ, F.monotonically_increasing_id()).mapInArrow(
-            KeyBy(dict(writer.config.props), o.precombine_field, o.operation), keyed_schema)
+            KeyBy(dict(writer.config.props), o.precombine_field, o.operation, o.release_memory), keyed_schema)
         keyed = keyed.withColumn(KEY_GROUP, F.pmod(F.xxhash64(F.col(KEY)), F.lit(o.key_groups)).cast("int"))
         routed_schema = T.StructType(df.schema.fields + [
             T.StructField(KEY, T.StringType()), T.StructField(PARTITION, T.StringType()),
@@ -216,12 +216,13 @@ class HoodieStreamSink:
             T.StructField(SEQ, T.LongType())])
         assigner = BucketAssigner(writer.base, txn.instant, committed, o.global_index, o.operation, ordering,
                                   mode == "EVENT_TIME_ORDERING", small, o.max_file_size / record_size, data_columns,
-                                  assign_tasks)
+                                  assign_tasks, o.release_memory)
         # sorted by key group within each task, so a bucket assigner holds one key group's rows at a time
         routed = (keyed.repartition(assign_tasks, KEY_GROUP).sortWithinPartitions(KEY_GROUP)
                   .mapInArrow(assigner, routed_schema))
         write_fn = StreamWriteFunction(writer.base, txn.instant, txn.avro_schema, data_columns, ordering,
-                                       o.batch_size_bytes, o.task_max_size_bytes, pending_file_groups(timeline))
+                                       o.batch_size_bytes, o.task_max_size_bytes, pending_file_groups(timeline),
+                                       o.release_memory)
         results = routed.repartition(write_tasks, FILE_ID).mapInArrow(
             write_fn, T.StructType([T.StructField(n, T.StringType()) for n in RESULT_SCHEMA.names]))
         return [(r["kind"], r["payload"]) for r in results.collect()]

@@ -10,7 +10,8 @@ benchmarks/memory_bench.py, a write task's RSS then grows ~15-20 MB per flush ov
   1 MB (larger blocks are mapped, and unmapped when freed);
 - `release()` (after a flush, at the end of a task) returns the free pages Arrow's pool and glibc's heap hold.
 Buffers allocated before `prepare()` stay with the pool that allocated them. Where the C library is not glibc the
-glibc steps are skipped.
+glibc steps are skipped. `hoodie.stream.worker.memory.release=false` leaves the workers' allocators alone (for
+workers shared with other pyarrow code that wants Arrow's default pool).
 """
 
 import ctypes
@@ -23,6 +24,7 @@ _M_MMAP_THRESHOLD = -3  # mallopt parameter number in glibc's malloc.h
 
 _libc = None
 _prepared = False
+_enabled = True
 
 
 def _glibc():
@@ -36,9 +38,12 @@ def _glibc():
     return _libc or None
 
 
-def prepare():
-    global _prepared
-    if _prepared:
+def prepare(enabled=True):
+    """Called by each operator of the chain as its task starts; `enabled` is the sink's
+    `hoodie.stream.worker.memory.release` option (off: the worker's allocators are left as they are)."""
+    global _prepared, _enabled
+    _enabled = enabled
+    if _prepared or not enabled:
         return
     _prepared = True
     libc = _glibc()
@@ -46,11 +51,13 @@ def prepare():
         libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
     try:
         pa.set_memory_pool(pa.jemalloc_memory_pool())
-    except NotImplementedError:
+    except NotImplementedError:  # a pyarrow built without jemalloc keeps its default pool
         pass
 
 
 def release():
+    if not _enabled:
+        return
     pa.default_memory_pool().release_unused()
     libc = _glibc()
     if libc is not None:

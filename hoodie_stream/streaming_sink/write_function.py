@@ -88,7 +88,7 @@ class StreamWriteFunction:
     """Picklable mapInArrow function for the write stage of one micro-batch."""
 
     def __init__(self, base, instant, avro_schema, data_columns, ordering_field, batch_size_bytes,
-                 task_max_bytes, pending_compactions=None):
+                 task_max_bytes, pending_compactions=None, release_memory=True):
         self.pending_compactions = pending_compactions or {}  # (partition, file id) -> compaction instant
         self.base = base
         self.instant = instant
@@ -97,11 +97,12 @@ class StreamWriteFunction:
         self.ordering_field = ordering_field
         self.batch_size_bytes = batch_size_bytes
         self.task_max_bytes = task_max_bytes
+        self.release_memory = release_memory
 
     def __call__(self, batches):
         from pyspark import TaskContext
 
-        worker_memory.prepare()
+        worker_memory.prepare(self.release_memory)
         ctx = TaskContext.get()
         token = write_token(ctx.partitionId(), ctx.stageId(), ctx.attemptNumber()) if ctx else write_token(0, 0, 0)
         task = ctx.partitionId() if ctx else 0
