@@ -14,8 +14,9 @@ loaded states between micro-batches as `KeyIndex` lookup structures and apply on
 import os
 
 import pyarrow as pa
+
+# pyarrow.parquet is imported by the functions that use it: the write chain's workers never need to load it
 import pyarrow.ipc as ipc
-import pyarrow.parquet as pq
 
 from .key_index import STATE_SCHEMA, KeyIndex, coded
 
@@ -61,6 +62,7 @@ def _files(base, key_group, committed):
 
 
 def _read(base, key_group, name):
+    import pyarrow.parquet as pq
     path = os.path.join(group_dir(base, key_group), name)
     if name.endswith(".parquet"):
         return pq.read_table(path, schema=STATE_SCHEMA)

@@ -14,8 +14,9 @@ import time
 
 import numpy as np
 import pyarrow as pa
+
+# pyarrow.parquet is imported by the functions that use it: the write chain's workers never need to load it
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..format.avro_schema import with_meta_fields
 from ..format.base_file import BaseFileWriter
@@ -56,6 +57,7 @@ def _log_versions(log_paths, counts, cancelled, ordering, ordering_type, key_fil
 
 
 def _base_version(path, key_filter):
+    import pyarrow.parquet as pq
     parts = []
     for batch in pq.ParquetFile(path).iter_batches(batch_size=65_536):
         t = key_filter(pa.Table.from_batches([batch]))
@@ -68,6 +70,7 @@ def _base_version(path, key_filter):
 
 def _key_sample(base_path, log_paths, counts, cancelled, ordering, ordering_type):
     """Sorted unique record keys of the slice (the key column only)."""
+    import pyarrow.parquet as pq
     keys = []
     if base_path:
         keys.append(pq.read_table(base_path, columns=[KEY])[KEY].combine_chunks())
@@ -103,6 +106,7 @@ def _range_filter(lo, hi):
 
 def estimate_memory(base, op):
     """Bytes the decoded records of an operation would take."""
+    import pyarrow.parquet as pq
     partition = op.get("partitionPath") or ""
     directory = os.path.join(base, partition) if partition else base
     total = 0.0

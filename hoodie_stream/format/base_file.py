@@ -4,8 +4,9 @@ import os
 import uuid
 
 import pyarrow as pa
+
+# pyarrow.parquet is imported by the functions that use it: the write chain's workers never need to load it
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from .bloom_filter import TYPE_CODE, BloomFilter
 from .errors import HoodieFormatError
@@ -71,6 +72,7 @@ def write_base_file(path, table, *, record_key_col="_hoodie_record_key", avro_sc
     INT64 microseconds and decimals of precision <= 18 as INT32/INT64, as Spark writes them.
     Returns the size in bytes of the written file.
     """
+    import pyarrow.parquet as pq
     path = os.fspath(path)
     table = _ordered(table)
     meta = dict(table.schema.metadata or {})
@@ -103,11 +105,13 @@ def write_base_file(path, table, *, record_key_col="_hoodie_record_key", avro_sc
 
 def read_base_file(path, columns=None, filters=None):
     """Read a base file as an Arrow table (optionally a column subset / pyarrow filters)."""
+    import pyarrow.parquet as pq
     return pq.read_table(os.fspath(path), columns=columns, filters=filters)
 
 
 def read_footer(path):
     """Key/value footer metadata of a parquet file as str -> str."""
+    import pyarrow.parquet as pq
     md = pq.ParquetFile(os.fspath(path)).metadata.metadata or {}
     return {k.decode("utf-8"): v.decode("utf-8") for k, v in md.items()}
 
@@ -126,6 +130,7 @@ class BaseFileWriter:
     """
 
     def __init__(self, path, schema, *, avro_schema_json=None, compression=DEFAULT_COMPRESSION):
+        import pyarrow.parquet as pq
         self.path = os.fspath(path)
         directory, name = os.path.split(self.path)
         self.tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")

@@ -17,8 +17,8 @@ from enum import IntEnum
 import fastavro
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+# pyarrow.parquet is imported by the functions that use it: the write chain's workers never need to load it
 from .errors import HoodieFormatError
 
 MAGIC = b"#HUDI#"
@@ -277,12 +277,14 @@ def _walk_length_prefixes(content, pos, n):
 
 def parquet_data_content(table, compression="gzip"):
     """PARQUET_DATA content: the bytes of a complete parquet file holding `table`."""
+    import pyarrow.parquet as pq
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression=compression)
     return sink.getvalue().to_pybytes()
 
 
 def read_parquet_content(content):
+    import pyarrow.parquet as pq
     if content[:4] != b"PAR1" or content[-4:] != b"PAR1":
         raise HoodieFormatError("parquet data block content is not a parquet file")
     return pq.read_table(pa.BufferReader(content))

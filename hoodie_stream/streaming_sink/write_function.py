@@ -34,6 +34,7 @@ from . import worker_memory
 from .key_by import KEY, PARTITION, SEQ
 
 SAMPLE_RATE = 0.01
+RELEASE_AFTER_BYTES = 8 * 1024 * 1024
 RESULT_SCHEMA = pa.schema([("kind", pa.string()), ("payload", pa.string())])
 _EMPTY_SLICE_SIZE = None
 
@@ -110,6 +111,7 @@ class StreamWriteFunction:
         for batch in batches:
             writer.add(pa.Table.from_batches([batch]))
         writer.flush_all()
+        worker_memory.release()
         yield writer.results()
 
 
@@ -128,6 +130,7 @@ class BufferedWriter:
         self.peak_buffered = 0
         self.peak_real = 0
         self._slices = {}  # partition -> {file id: (base instant, base file name)}
+        self._freed = 0  # estimated bytes flushed since memory was last given back
         self._timeline = None
 
     # -- buffering -----------------------------------------------------------------------------------------
@@ -195,7 +198,12 @@ class BufferedWriter:
         stat = self._append(file_id, bucket)
         if stat is not None:
             self.stats.append(stat)
-        worker_memory.release()  # the bucket's rows and the flush's transients are freed by now
+        # the bucket's rows and the flush's transients are freed by now; giving pages back costs page faults when
+        # they are needed again, so it is done once a few MB have been freed, not after every small flush
+        self._freed += bucket.bytes
+        if self._freed >= RELEASE_AFTER_BYTES:
+            worker_memory.release()
+            self._freed = 0
 
     def _append(self, file_id, bucket):
         """Append the bucket's rows to its file group as a new log file; returns the write stat."""
