@@ -331,6 +331,7 @@ def parse_args(argv):
     p.add_argument("--trigger", type=float, default=2.0,
                    help="sink_c: seconds from one measured batch's start to the next (0: back to back)")
     p.add_argument("--compaction", action="store_true", help="let the sink schedule + run async compaction")
+    p.add_argument("--option", action="append", default=[], metavar="K=V", help="more sink options")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="after the measurements, cProfile the sink's mapInArrow functions over N more batches")
     p.add_argument("--verify", action="store_true", help="check the row count of both tables at the end")
@@ -366,6 +367,7 @@ def main(argv=None):
                "hoodie.datasource.write.precombine.field": "ts"}
     if not args.compaction:
         options["compaction.schedule.enabled"] = "false"
+    options.update(kv.split("=", 1) for kv in args.option)
     sink = HoodieStreamSink(hudi_path, options)  # one writer: it also builds the table (upserts of new keys)
     timed = Timed(spark)
     work_load = Workload()

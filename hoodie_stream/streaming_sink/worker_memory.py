@@ -1,16 +1,19 @@
 """Memory hygiene of the Python workers that run the write chain.
 
-A write task frees a bucket's rows at every flush, but freed memory does not go back to the system by itself:
-pyarrow's default allocator (mimalloc) keeps the pages of freed buffers and does not reuse them well for buffers of
-other sizes, so a worker's RSS climbs with every flush; and glibc serves the large blocks Spark's input batches
-arrive in from its heap once its mmap threshold has risen, and keeps them there. Measured in
-benchmarks/memory_bench.py, a write task's RSS then grows ~15-20 MB per flush over what its buffers hold.
-- `prepare()` (once per worker process, before the chain's first allocation) makes Arrow's jemalloc pool the
-  default pool where pyarrow has it (freed pages are reused and purged) and fixes glibc's mmap threshold at
-  1 MB (larger blocks are mapped, and unmapped when freed);
-- `release()` (after a flush, at the end of a task) returns the free pages Arrow's pool and glibc's heap hold.
-Buffers allocated before `prepare()` stay with the pool that allocated them. Where the C library is not glibc the
-glibc steps are skipped. `hoodie.stream.worker.memory.release=false` leaves the workers' allocators alone (for
+A write task frees a bucket's rows at every flush, but freed memory does not go back to the system by itself.
+pyarrow's default allocator (mimalloc) keeps the pages of freed buffers until it is told to collect, and reuses
+them poorly for buffers of other sizes, so a worker's RSS climbs by ~15-20 MB per flush over what its buffers
+hold; Arrow's jemalloc pool keeps ~70 MB per ~370 MB allocated and freed even after a purge; and glibc serves the
+large blocks Spark's input batches arrive in from its heap once its mmap threshold has risen, and keeps them.
+Measured with each pool (benchmarks/memory_bench.py, peak RSS of a worker): mimalloc 281 MB, jemalloc 255-273 MB,
+glibc with a fixed mmap threshold 253 MB. So:
+- `prepare()` (once per worker process, before the chain's first allocation) makes Arrow's system pool (glibc
+  malloc) the default pool and fixes glibc's mmap threshold at 1 MB: blocks of 1 MB and more are mapped, and
+  unmapped as soon as they are freed;
+- `release()` (after flushes, at the end of a task) trims glibc's heap and asks Arrow's pool to return what it
+  still holds.
+Buffers allocated before `prepare()` stay with the pool that allocated them. Where the C library is not glibc,
+only the pool changes. `hoodie.stream.worker.memory.release=false` leaves the workers' allocators alone (for
 workers shared with other pyarrow code that wants Arrow's default pool).
 """
 
@@ -49,10 +52,7 @@ def prepare(enabled=True):
     libc = _glibc()
     if libc is not None:
         libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
-    try:
-        pa.set_memory_pool(pa.jemalloc_memory_pool())
-    except NotImplementedError:  # a pyarrow built without jemalloc keeps its default pool
-        pass
+    pa.set_memory_pool(pa.system_memory_pool())
 
 
 def release():
