@@ -53,3 +53,23 @@ def test_freed_buffers_go_back_to_the_system():
 def test_disabled_leaves_the_allocator_alone():
     got = _run("off")
     assert got["backend"] == got["default"]
+
+
+def test_the_pool_follows_the_task_that_runs():
+    """The chain's operators set the system pool, a compaction task gives pyarrow's default back, and a buffer
+    allocated under one pool is freed by that pool after the switch."""
+    program = textwrap.dedent("""
+        import pyarrow as pa, pyarrow.compute as pc
+        from hoodie_stream.streaming_sink import worker_memory
+        default = pa.default_memory_pool().backend_name
+        seen = []
+        worker_memory.prepare(True); held = pc.add(pa.array(range(100_000)), 1); seen.append(pa.default_memory_pool().backend_name)
+        worker_memory.restore(); seen.append(pa.default_memory_pool().backend_name)
+        assert pc.sum(held).as_py() == sum(range(1, 100_001)); del held
+        worker_memory.prepare(True); seen.append(pa.default_memory_pool().backend_name)
+        worker_memory.prepare(False); seen.append(pa.default_memory_pool().backend_name)
+        print(default, *seen)
+    """)
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True).stdout.split()
+    default = out[0]
+    assert out[1:] == ["system", default, "system", default]

@@ -11,7 +11,9 @@ glibc with a fixed mmap threshold 253 MB. So:
   malloc) the default pool and fixes glibc's mmap threshold at 1 MB: blocks of 1 MB and more are mapped, and
   unmapped as soon as they are freed;
 - `release()` (after flushes, at the end of a task) trims glibc's heap and asks Arrow's pool to return what it
-  still holds.
+  still holds;
+- `restore()` (a compaction task's start) sets pyarrow's default pool back: a worker runs one task at a time, and
+  a buffer is always freed by the pool that allocated it, so the pool can change from task to task.
 Buffers allocated before `prepare()` stay with the pool that allocated them. Where the C library is not glibc,
 only the pool changes. `hoodie.stream.worker.memory.release=false` leaves the workers' allocators alone (for
 workers shared with other pyarrow code that wants Arrow's default pool).
@@ -28,6 +30,7 @@ _M_MMAP_THRESHOLD = -3  # mallopt parameter number in glibc's malloc.h
 _libc = None
 _prepared = False
 _enabled = True
+_default_pool = None  # pyarrow's default pool, as found by the first prepare()
 
 
 def _glibc():
@@ -43,16 +46,28 @@ def _glibc():
 
 def prepare(enabled=True):
     """Called by each operator of the chain as its task starts; `enabled` is the sink's
-    `hoodie.stream.worker.memory.release` option (off: the worker's allocators are left as they are)."""
-    global _prepared, _enabled
+    `hoodie.stream.worker.memory.release` option (off: the worker's allocators are left as pyarrow and glibc set
+    them)."""
+    global _prepared, _enabled, _default_pool
     _enabled = enabled
-    if _prepared or not enabled:
+    if not enabled:
+        if _default_pool is not None:
+            pa.set_memory_pool(_default_pool)
         return
-    _prepared = True
-    libc = _glibc()
-    if libc is not None:
-        libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    if not _prepared:
+        _prepared = True
+        _default_pool = pa.default_memory_pool()
+        libc = _glibc()
+        if libc is not None:
+            libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
     pa.set_memory_pool(pa.system_memory_pool())
+
+
+def restore():
+    """Give pyarrow its own default pool back for the task that starts (a compaction task in a worker the chain
+    prepared: its large merges reuse freed pages, which the system pool does not)."""
+    if _default_pool is not None:
+        pa.set_memory_pool(_default_pool)
 
 
 def release():
