@@ -57,6 +57,7 @@ def run_demo(path=None, batches=5, per_batch=2000):
                  .option("checkpointLocation", os.path.join(work, "checkpoint"))
                  .trigger(availableNow=True).start())
         query.awaitTermination()
+        sink.close()  # lets a running compaction step finish before Spark stops
     finally:
         spark.stop()
     print(table_summary(base))
