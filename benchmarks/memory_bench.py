@@ -223,11 +223,12 @@ def keyed_input(rng, ids, fids, start, kind):
             .append_column(SEQ, pa.array(np.arange(start, start + n, dtype=np.int64))))
 
 
-def _as_worker():
-    """Allocator settings of the sink's Python workers (streaming_sink/worker_memory.py) for an in-process check."""
+def _as_worker(check, *args):
+    """An in-process check run as the sink's Python workers run a task (streaming_sink/worker_memory.py)."""
     from hoodie_stream.streaming_sink import worker_memory
 
-    worker_memory.prepare()
+    with worker_memory.task():
+        return check(*args)
 
 
 def writer_check(rng, layout, groups=12, rows=160_000, batch_rows=10_000, batch_mb=16, task_mb=64):
@@ -462,8 +463,8 @@ def main(argv=None):
 
     spawn = multiprocessing.get_context("spawn")  # each in-process check in a fresh interpreter: RSS from zero
     for layout in ("random", "runs"):
-        with spawn.Pool(1, initializer=_as_worker) as pool:
-            c = pool.apply(writer_check, (np.random.default_rng(5), layout))
+        with spawn.Pool(1) as pool:
+            c = pool.apply(_as_worker, (writer_check, np.random.default_rng(5), layout))
         print(f"  in-process write buffers ({layout}: {c['rows']:,} rows of 1 KB in 10k-row batches over "
               f"{c['groups']} buckets; flushes {c['flushes']}):")
         print(f"    estimate / slices' nbytes worst {c['worst_vs_nbytes']:.3f}; estimate / distinct Arrow buffers "
@@ -472,14 +473,14 @@ def main(argv=None):
         if c["peak_rss_over_input"] is not None:
             print(f"    peak RSS of the writer over its input: {c['peak_rss_over_input'] / MB:.0f} MB "
                   f"(buffers + flush transients)")
-    with spawn.Pool(1, initializer=_as_worker) as pool:
-        fc = pool.apply(flush_check, (np.random.default_rng(7),))
+    with spawn.Pool(1) as pool:
+        fc = pool.apply(_as_worker, (flush_check, np.random.default_rng(7)))
     if fc["peak_rss_over_input"] is not None:
         print(f"  in-process flush of one {fc['bucket'] / MB:.0f} MB bucket (append_log: Avro encoding + log block): "
               f"peak RSS over its input {fc['peak_rss_over_input'] / MB:.0f} MB")
     a_rows = args.build_rows // 2
-    with spawn.Pool(1, initializer=_as_worker) as pool:
-        ac = pool.apply(assign_check, (np.random.default_rng(6), a_rows))
+    with spawn.Pool(1) as pool:
+        ac = pool.apply(_as_worker, (assign_check, np.random.default_rng(6), a_rows))
     if ac["peak_rss_over_input"] is not None:
         print(f"  in-process bucket assign of one task's input ({a_rows:,} new keys, {ac['input'] / MB:.0f} MB): "
               f"peak RSS over its input {ac['peak_rss_over_input'] / MB:.0f} MB, output {ac['output'] / MB:.0f} MB")

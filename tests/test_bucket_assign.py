@@ -94,3 +94,14 @@ def test_assign_in_chunks_matches_the_model(tmp_path, monkeypatch, chunk_bytes):
             assert (r[KIND], r[FILE_ID]) == (UPDATE, got[r[KEY]][FILE_ID])
         else:
             assert r[KIND] == INSERT
+
+
+def test_where_chunks_are_cut_does_not_change_where_keys_go(tmp_path, monkeypatch):
+    """Inserts are packed in (key group, key) order per partition across chunks, so the key -> file group mapping
+    is the same whatever ASSIGN_CHUNK_BYTES (and so however Spark splits a retried task's input)."""
+    batches, _ = _events(list(range(60)), seed=3)
+    mappings = []
+    for i, chunk_bytes in enumerate([1, 300, 1000, 1 << 40]):
+        out = _assign(str(tmp_path / str(i)), "20260101000000001", set(), batches, chunk_bytes, monkeypatch)
+        mappings.append({r[KEY]: r[FILE_ID] for r in out.to_pylist()})
+    assert all(m == mappings[0] for m in mappings[1:])

@@ -96,6 +96,7 @@ def test_unknown_and_invalid_options():
         HoodieStreamSink("/tmp/x", {"hoodie.table.name": "x"})
     with pytest.raises(HoodieConfigError, match="hoodie.stream.compaction.nice"):
         HoodieStreamSink("/tmp/x", dict(OPTIONS, **{"hoodie.stream.compaction.nice": "25"}))
+    assert HoodieStreamSink("/tmp/x", dict(OPTIONS, **{"hoodie.stream.compaction.nice": "0"})).options.compaction.nice == 0
     with pytest.raises(HoodieConfigError, match="hoodie.stream.worker.memory.release"):
         HoodieStreamSink("/tmp/x", dict(OPTIONS, **{"hoodie.stream.worker.memory.release": "sometimes"}))
 

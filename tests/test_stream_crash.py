@@ -405,7 +405,7 @@ def check_index(base):
     mapping = {}
     for group in os.listdir(index_state.index_dir(base)):
         if group.isdigit():
-            state, _ = index_state.load_state(base, int(group), committed)
+            state = index_state.load_index(base, int(group), committed)[0].to_table()
             for key, part, fid in zip(*(state[c].to_pylist() for c in ("key", "partition", "file_id"))):
                 assert key not in mapping, f"key {key} in two key groups"
                 mapping[key] = (part, fid)

@@ -36,8 +36,10 @@ _NAMESPACE = uuid.UUID("6f1d3c2e-7a53-4c1b-9a8e-5d0b1e2f3a40")
 def new_file_id(instant, task, partition, n, num_tasks):
     """The n-th new file id a task opens in a partition: deterministic (a retried task opens the same file
     groups) and owned by the task that opens it, so later micro-batches pack inserts into it from that task."""
+    if not 0 <= task < num_tasks:
+        raise ValueError(f"bucket-assign task {task} is not one of the stage's {num_tasks} tasks")
     salt = 0
-    while True:
+    while True:  # ends: each salt gives an owner uniformly among the tasks
         file_id = f"{uuid.uuid5(_NAMESPACE, f'{instant}/{task}/{partition}/{n}/{salt}')}-0"
         if owner_task(file_id, num_tasks) == task:
             return file_id
@@ -81,29 +83,27 @@ class BucketAssigner:
     def __call__(self, batches):
         from pyspark import TaskContext
 
-        worker_memory.prepare(self.release_memory)
         ctx = TaskContext.get()
         task = ctx.partitionId() if ctx is not None else 0
         self._slots = {}
-        # the input arrives sorted by key group: rows are assigned in chunks of whole key groups of about
-        # ASSIGN_CHUNK_BYTES, so the task never holds its whole input (a key's rows are always in one chunk)
-        held, held_bytes, current = [], 0, None
-        for batch in batches:
-            if not batch.num_rows:
-                continue
-            groups, bounds = runs(batch.column(KEY_GROUP))
-            for i, kg in enumerate(groups):
-                part = batch.slice(bounds[i], bounds[i + 1] - bounds[i])
-                if kg != current and held_bytes >= ASSIGN_CHUNK_BYTES:
-                    yield from self._assign_chunk(held, task)
-                    held, held_bytes = [], 0
-                current = kg
-                held.append(part)
-                held_bytes += part.nbytes
-        if held:
-            yield from self._assign_chunk(held, task)
-        del held
-        worker_memory.release()
+        with worker_memory.task(self.release_memory):
+            # the input arrives sorted by key group: rows are assigned in chunks of whole key groups of about
+            # ASSIGN_CHUNK_BYTES, so the task never holds its whole input (a key's rows are always in one chunk)
+            held, held_bytes, current = [], 0, None
+            for batch in batches:
+                if not batch.num_rows:
+                    continue
+                groups, bounds = runs(batch.column(KEY_GROUP))
+                for i, kg in enumerate(groups):
+                    part = batch.slice(bounds[i], bounds[i + 1] - bounds[i])
+                    if kg != current and held_bytes >= ASSIGN_CHUNK_BYTES:
+                        yield from self._assign_chunk(held, task)
+                        held, held_bytes = [], 0
+                    current = kg
+                    held.append(part)
+                    held_bytes += part.nbytes
+            if held:
+                yield from self._assign_chunk(held, task)
 
     def _assign_chunk(self, parts, task):
         out = self.assign(pa.Table.from_batches(parts).combine_chunks(), task)
@@ -183,10 +183,13 @@ class BucketAssigner:
         return t.select(self._out_columns(table))
 
     def _pack_inserts(self, inserts, task):
-        """Fill this task's small file groups of each partition, then new file groups, in key order. Capacity is
-        consumed across the chunks of the task (`self._slots`: partition -> open [file id, free records] and the
-        number of new file groups opened), in key-group order, so a retried task packs the same way."""
-        inserts = inserts.take(pc.sort_indices(inserts, sort_keys=[(PARTITION, "ascending"), (KEY, "ascending")]))
+        """Fill this task's small file groups of each partition, then new file groups, in (key group, key) order.
+        Capacity is consumed across the chunks of the task (`self._slots`: partition -> open [file id, free records]
+        and the number of new file groups opened); chunks hold whole key groups in key-group order, so each
+        partition's inserts are packed in the same order wherever the chunks are cut, and a retried task packs the
+        same way."""
+        inserts = inserts.take(pc.sort_indices(inserts, sort_keys=[(PARTITION, "ascending"), (KEY_GROUP, "ascending"),
+                                                                   (KEY, "ascending")]))
         owned = self.small_files.get(task, {})
         names, bounds = runs(inserts[PARTITION].combine_chunks())
         ids, repeats = [], []  # a run of `repeats[i]` rows goes to file group `ids[i]`

@@ -39,6 +39,7 @@ COMPACT_EVERY = 16
 
 
 SUFFIXES = (".arrow", ".parquet")  # written, still read
+_STATE_FILE_SUFFIXES = [f".{kind}{ext}" for kind in ("full", "delta") for ext in SUFFIXES]
 
 
 def _files(base, key_group, committed):
@@ -48,23 +49,24 @@ def _files(base, key_group, committed):
         names = os.listdir(group_dir(base, key_group))
     except FileNotFoundError:
         return [], [], {}
-    full, delta, paths = [], [], {}
+    paths = {}
     for name in names:
         stem, _, suffix = name.rpartition(".")
         instant, _, kind = stem.partition(".")
         if "." + suffix not in SUFFIXES or kind not in ("full", "delta") or instant not in committed:
             continue
-        (full if kind == "full" else delta).append(instant)
-        if paths.get((instant, kind), "").endswith(".arrow"):
-            continue  # the file this version writes wins over an older format's
-        paths[(instant, kind)] = name
-    return sorted(set(full)), sorted(set(delta)), paths
+        if not paths.get((instant, kind), "").endswith(".arrow"):  # the file this version writes wins
+            paths[(instant, kind)] = name
+    full = sorted(instant for instant, kind in paths if kind == "full")
+    delta = sorted(instant for instant, kind in paths if kind == "delta")
+    return full, delta, paths
 
 
 def _read(base, key_group, name):
-    import pyarrow.parquet as pq
     path = os.path.join(group_dir(base, key_group), name)
-    if name.endswith(".parquet"):
+    if name.endswith(".parquet"):  # written by earlier versions
+        import pyarrow.parquet as pq
+
         return pq.read_table(path, schema=STATE_SCHEMA)
     with pa.memory_map(path) as source:
         return ipc.open_file(source).read_all()
@@ -92,12 +94,6 @@ def load_index(base, key_group, committed):
     if upto:
         _CACHE[(str(base), key_group)] = (upto, index)
     return index, len(pending)
-
-
-def load_state(base, key_group, committed):
-    """(state table, number of deltas after the newest full file) of a key group as of the committed instants."""
-    index, deltas = load_index(base, key_group, committed)
-    return index.to_table(), deltas
 
 
 _FULL_OPTIONS = ipc.IpcWriteOptions(compression="zstd")
@@ -140,7 +136,7 @@ def remove_instant(base, instant):
     if not os.path.isdir(root):
         return
     for group in os.listdir(root):
-        for suffix in [f".{kind}{ext}" for kind in ("full", "delta") for ext in SUFFIXES]:
+        for suffix in _STATE_FILE_SUFFIXES:
             path = os.path.join(root, group, instant + suffix)
             if os.path.exists(path):
                 os.remove(path)

@@ -13,6 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..format.string_buffers import utf8_buffers
+
 STATE_SCHEMA = pa.schema([("key", pa.string()), ("partition", pa.string()), ("file_id", pa.string())])
 _CODED = pa.dictionary(pa.int32(), pa.string())
 CODED_SCHEMA = pa.schema([("key", pa.string()), ("partition", _CODED), ("file_id", _CODED)])
@@ -36,17 +38,11 @@ def key_hashes(keys):
 
     Vectorized over the Arrow buffers: O(total key bytes), no Python loop per key.
     """
-    if isinstance(keys, pa.ChunkedArray):
-        keys = keys.combine_chunks()
-    if keys.type != pa.string():
-        keys = keys.cast(pa.string())
-    n = len(keys)
-    if n == 0:
+    data, offsets = utf8_buffers(keys, "record keys")
+    if len(offsets) == 1:
         return np.empty(0, dtype=np.uint64)
-    offsets = np.frombuffer(keys.buffers()[1], dtype=np.int32)[keys.offset:keys.offset + n + 1].astype(np.int64)
-    data_buf = keys.buffers()[2]
     first, last = int(offsets[0]), int(offsets[-1])
-    data = np.frombuffer(data_buf, dtype=np.uint8)[first:last] if data_buf is not None else np.empty(0, np.uint8)
+    data = data[first:last]
     lengths = np.diff(offsets)
     starts = offsets[:-1] - first
     pos = np.arange(last - first, dtype=np.int64) - np.repeat(starts, lengths)
@@ -90,9 +86,10 @@ class _Sorted:
         cand = cand[self.hashes[idx[cand]] == hashes[cand]]
         if len(cand) == 0:
             return out
-        same = pc.equal(pc.take(self.table["key"], pa.array(idx[cand])), pc.take(keys, pa.array(cand)))
+        at = idx[cand]
+        same = pc.equal(pc.take(self.table["key"], pa.array(at)), pc.take(keys, pa.array(cand)))
         same = same.to_numpy(zero_copy_only=False)
-        out[cand[same]] = idx[cand][same]
+        out[cand[same]] = at[same]
         clash = cand[~same]
         if len(clash):  # equal hashes, different keys: look those keys up exactly
             exact = pc.index_in(pc.take(keys, pa.array(clash)), value_set=self.table["key"])
@@ -110,7 +107,7 @@ _EMPTY = _Sorted(CODED_SCHEMA.empty_table())
 
 
 def _merge(old, change, change_hashes):
-    """`old` with the rows of `change` set (change keys unique): a new _Sorted."""
+    """`old` with the rows of `change` (coded, keys unique) set: a new _Sorted."""
     gone = old.find(change["key"], change_hashes)
     gone = gone[gone >= 0]
     if len(gone):
@@ -120,7 +117,7 @@ def _merge(old, change, change_hashes):
         kept_hashes = old.hashes[keep]
     else:
         kept_table, kept_hashes = old.table, old.hashes
-    table = pa.concat_tables([kept_table, coded(change)])
+    table = pa.concat_tables([kept_table, change])
     return _Sorted(table, np.concatenate([kept_hashes, change_hashes]))
 
 

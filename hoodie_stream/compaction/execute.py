@@ -28,7 +28,6 @@ from ..format.log_scanner import ROLLBACK_COMMAND, block_versions
 from ..format.markers import create_marker
 from ..format.merge import KEY, Version, merge, merge_mode
 from ..format.reader import HoodieTable
-from ..streaming_sink import worker_memory
 
 FILE_NAME = "_hoodie_file_name"
 # decoded Arrow records take about this many times their size in a log file / in a parquet file
@@ -219,7 +218,6 @@ class CompactTask:
     def __call__(self, batches):
         from pyspark import TaskContext
 
-        worker_memory.restore()
         ctx = TaskContext.get()
         out = []
         for batch in batches:

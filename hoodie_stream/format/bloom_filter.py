@@ -10,9 +10,9 @@ import math
 import struct
 
 import numpy as np
-import pyarrow as pa
 
 from .errors import HoodieFormatError
+from .string_buffers import utf8_buffers
 
 TYPE_CODE = "DYNAMIC_V0"
 DEFAULT_NUM_ENTRIES = 60000
@@ -32,32 +32,13 @@ def num_hashes(vector_size, num_entries):
     return int(math.ceil(math.log(2) * vector_size / num_entries))
 
 
-def _utf8_array(keys):
-    if isinstance(keys, pa.ChunkedArray):
-        keys = keys.combine_chunks()
-    if not isinstance(keys, pa.Array):
-        keys = pa.array(keys, type=pa.string())
-    if pa.types.is_large_string(keys.type) or pa.types.is_large_binary(keys.type):
-        keys = keys.cast(pa.large_binary())
-        offset_type = np.int64
-    else:
-        keys = keys.cast(pa.binary())
-        offset_type = np.int32
-    if keys.null_count:
-        raise ValueError("bloom filter keys must not be null")
-    _, offsets_buf, data_buf = keys.buffers()
-    offsets = np.frombuffer(offsets_buf, dtype=offset_type)[keys.offset:keys.offset + len(keys) + 1].astype(np.int64)
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-    return data, offsets
-
-
 def murmur_chain(keys, nb_hash):
     """Hadoop MurmurHash chained nb_hash times from seed 0 over UTF-8 keys.
 
     Returns int32 array (n, nb_hash): hash i is hash(key, seed=hash i-1). Vectorized across keys:
     keys are ordered by number of 4-byte blocks so block j of all still-active keys is a prefix slice.
     """
-    data, offsets = _utf8_array(keys)
+    data, offsets = utf8_buffers(keys, "bloom filter keys")
     n = len(offsets) - 1
     starts = offsets[:-1]
     lengths = offsets[1:] - starts

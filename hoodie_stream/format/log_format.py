@@ -102,6 +102,16 @@ def _decode_map(buf, pos, end):
     return entries, pos
 
 
+def _frame(block, content_len):
+    """(bytes before the content, bytes after it) of a block whose content is `content_len` bytes long. The first
+    part has the same length whatever `content_len` is."""
+    head = struct.pack(">ii", LOG_FORMAT_VERSION, int(block.block_type)) + _encode_map(block.header)
+    footer = _encode_map(block.footer or {})
+    block_size = len(head) + 8 + content_len + len(footer) + 8
+    return (MAGIC + struct.pack(">q", block_size) + head + struct.pack(">q", content_len),
+            footer + struct.pack(">q", block_size + len(MAGIC)))
+
+
 def block_segments(block):
     """The bytes of a block, magic included, as a list of segments to write one after the other (no copy of the
     content). `block.content` may be bytes or a list of byte segments. A CORRUPT block gives back its magic and
@@ -109,21 +119,16 @@ def block_segments(block):
     parts = list(block.content) if isinstance(block.content, (list, tuple)) else [block.content]
     if block.block_type == BlockType.CORRUPT:
         return [MAGIC, *parts]
-    content_len = sum(len(p) for p in parts)
-    head = struct.pack(">ii", LOG_FORMAT_VERSION, int(block.block_type)) + _encode_map(block.header) + \
-        struct.pack(">q", content_len)
-    footer = _encode_map(block.footer or {})
-    block_size = len(head) + content_len + len(footer) + 8
-    return [MAGIC + struct.pack(">q", block_size) + head, *parts,
-            footer + struct.pack(">q", block_size + len(MAGIC))]
+    before, after = _frame(block, sum(len(p) for p in parts))
+    return [before, *parts, after]
 
 
 def write_block(f, block):
     """Write one block at the current position of the binary file `f`; returns the bytes written.
 
     `block.content` may be bytes, a list of byte segments, or an iterator of segments whose total length is not
-    known up front (a data block encoded while it is written): then `f` must be seekable, and the block size and
-    content length are written as placeholders and filled in once the content has been written.
+    known up front (a data block encoded while it is written): then `f` must be seekable, and the framing before
+    the content is written again once the content's length is known.
     """
     if block.block_type == BlockType.CORRUPT or isinstance(block.content, (bytes, bytearray, memoryview, list, tuple)):
         written = 0
@@ -132,20 +137,16 @@ def write_block(f, block):
             written += len(segment)
         return written
     start = f.tell()
-    head = struct.pack(">ii", LOG_FORMAT_VERSION, int(block.block_type)) + _encode_map(block.header)
-    f.write(MAGIC + bytes(8) + head + bytes(8))
+    f.write(_frame(block, 0)[0])
     content_len = 0
     for part in block.content:
         f.write(part)
         content_len += len(part)
-    footer = _encode_map(block.footer or {})
-    block_size = len(head) + 8 + content_len + len(footer) + 8
-    f.write(footer + struct.pack(">q", block_size + len(MAGIC)))
+    before, after = _frame(block, content_len)
+    f.write(after)
     end = f.tell()
-    f.seek(start + len(MAGIC))
-    f.write(struct.pack(">q", block_size))
-    f.seek(start + len(MAGIC) + 8 + len(head))
-    f.write(struct.pack(">q", content_len))
+    f.seek(start)
+    f.write(before)
     f.seek(end)
     return end - start
 

@@ -42,13 +42,12 @@ class KeyBy:
         self.release_memory = release_memory
 
     def __call__(self, batches):
-        worker_memory.prepare(self.release_memory)
-        keygen = make_key_generator(self.table_props)
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            table = pa.Table.from_batches([batch])
-            yield from self.key_batch(keygen, table).to_batches()
+        with worker_memory.task(self.release_memory):
+            keygen = make_key_generator(self.table_props)
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                yield from self.key_batch(keygen, pa.Table.from_batches([batch])).to_batches()
 
     def key_batch(self, keygen, table):
         try:

@@ -57,6 +57,7 @@ OPTIONS = {
     "hoodie.stream.compaction.nice": ("10", _INT),  # CPU niceness added to async compaction's merging threads
     "hoodie.stream.worker.memory.release": ("true", _BOOL),  # see streaming_sink/worker_memory.py
 }
+_INT_RANGES = {"hoodie.stream.compaction.nice": (0, 19)}  # integer options whose range is not 1 and up
 TRIGGER_STRATEGIES = ("num_commits", "time_elapsed", "num_and_time", "num_or_time")
 CLEAN_POLICIES = ("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS")
 _PREFIXES_PASSED_THROUGH = ("hoodie.keygen.timebased.", "hoodie.write.complex.keygen.")
@@ -74,7 +75,8 @@ def _parse(name, raw, kind):
             return text.lower() == "true"
         if kind == _INT:
             value = float(text)
-            if not value.is_integer() or value <= 0:
+            low, high = _INT_RANGES.get(name, (1, math.inf))
+            if not value.is_integer() or not low <= value <= high:
                 raise ValueError
             return int(value)
         if kind == _FLOAT:
@@ -87,6 +89,8 @@ def _parse(name, raw, kind):
         return text
     except ValueError:
         expected = {"bool": "true or false", "int": "a positive integer", "float": "a positive number"}[kind]
+        if kind == _INT and name in _INT_RANGES:
+            expected = "an integer from %d to %d" % _INT_RANGES[name]
         raise HoodieConfigError(f"option {name!r} must be {expected}, got {raw!r}") from None
 
 
@@ -108,12 +112,6 @@ class CompactionOptions:
     retain_hours: int = 24
 
 
-def _nice(value):
-    if not 0 <= value <= 19:
-        raise HoodieConfigError(f"option 'hoodie.stream.compaction.nice' must be between 0 and 19, got {value}")
-    return value
-
-
 def compaction_options(values):
     trigger = values["compaction.trigger.strategy"].lower()
     if trigger not in TRIGGER_STRATEGIES:
@@ -128,7 +126,7 @@ def compaction_options(values):
         delta_seconds=values["compaction.delta_seconds"],
         max_memory_bytes=values["compaction.max_memory"] * 1024 * 1024, tasks=values["compaction.tasks"],
         max_pending=values["hoodie.stream.compaction.max.pending"],
-        nice=_nice(values["hoodie.stream.compaction.nice"]), clean_async=values["clean.async.enabled"],
+        nice=values["hoodie.stream.compaction.nice"], clean_async=values["clean.async.enabled"],
         clean_policy=policy, retain_commits=values["clean.retain_commits"],
         retain_file_versions=values["clean.retain_file_versions"], retain_hours=values["clean.retain_hours"])
 

@@ -7,18 +7,16 @@ hold; Arrow's jemalloc pool keeps ~70 MB per ~370 MB allocated and freed even af
 large blocks Spark's input batches arrive in from its heap once its mmap threshold has risen, and keeps them.
 Measured with each pool (benchmarks/memory_bench.py, peak RSS of a worker): mimalloc 281 MB, jemalloc 255-273 MB,
 glibc with a fixed mmap threshold 253 MB. So:
-- `prepare()` (once per worker process, before the chain's first allocation) makes Arrow's system pool (glibc
-  malloc) the default pool and fixes glibc's mmap threshold at 1 MB: blocks of 1 MB and more are mapped, and
-  unmapped as soon as they are freed;
-- `release()` (after flushes, at the end of a task) trims glibc's heap and asks Arrow's pool to return what it
-  still holds;
-- `restore()` (a compaction task's start) sets pyarrow's default pool back: a worker runs one task at a time, and
-  a buffer is always freed by the pool that allocated it, so the pool can change from task to task.
-Buffers allocated before `prepare()` stay with the pool that allocated them. Where the C library is not glibc,
-only the pool changes. `hoodie.stream.worker.memory.release=false` leaves the workers' allocators alone (for
-workers shared with other pyarrow code that wants Arrow's default pool).
+- `task()` wraps each of the chain's tasks: Arrow's system pool (glibc malloc) is the default pool while it runs,
+  and the first time in a process glibc's mmap threshold is fixed at 1 MB (blocks of 1 MB and more are mapped,
+  and unmapped as soon as they are freed);
+- `release()` (after flushes, and when a task ends) trims glibc's heap and asks Arrow's pool to return what it
+  still holds.
+Where the C library is not glibc, only the pool changes. `hoodie.stream.worker.memory.release=false` leaves the
+workers' allocators alone.
 """
 
+import contextlib
 import ctypes
 import ctypes.util
 
@@ -28,9 +26,8 @@ MMAP_THRESHOLD = 1 << 20
 _M_MMAP_THRESHOLD = -3  # mallopt parameter number in glibc's malloc.h
 
 _libc = None
-_prepared = False
-_enabled = True
-_default_pool = None  # pyarrow's default pool, as found by the first prepare()
+_active = 0  # chain tasks running in this process (0 or 1: a worker runs one task at a time)
+_threshold_set = False
 
 
 def _glibc():
@@ -44,34 +41,37 @@ def _glibc():
     return _libc or None
 
 
-def prepare(enabled=True):
-    """Called by each operator of the chain as its task starts; `enabled` is the sink's
-    `hoodie.stream.worker.memory.release` option (off: the worker's allocators are left as pyarrow and glibc set
-    them)."""
-    global _prepared, _enabled, _default_pool
-    _enabled = enabled
+@contextlib.contextmanager
+def task(enabled=True):
+    """Allocator settings for the duration of one of the chain's tasks. `enabled` is the sink's
+    `hoodie.stream.worker.memory.release` option (off: nothing changes). The system pool is the default pool while
+    the task runs and the pool it replaced is set back when it ends, so other tasks of the same worker (compaction,
+    recovery scans, a user's own functions) keep pyarrow's default; each buffer is freed by the pool that
+    allocated it, so buffers that outlive the task (the cached index state) are fine. glibc's mmap threshold is
+    process-wide and stays fixed once set."""
+    global _active, _threshold_set
     if not enabled:
-        if _default_pool is not None:
-            pa.set_memory_pool(_default_pool)
+        yield
         return
-    if not _prepared:
-        _prepared = True
-        _default_pool = pa.default_memory_pool()
+    if not _threshold_set:
+        _threshold_set = True
         libc = _glibc()
         if libc is not None:
             libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    previous = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())
+    _active += 1
+    try:
+        yield
+    finally:
+        _active -= 1
+        release(force=True)
+        pa.set_memory_pool(previous)
 
 
-def restore():
-    """Give pyarrow its own default pool back for the task that starts (a compaction task in a worker the chain
-    prepared: its large merges reuse freed pages, which the system pool does not)."""
-    if _default_pool is not None:
-        pa.set_memory_pool(_default_pool)
-
-
-def release():
-    if not _enabled:
+def release(force=False):
+    """Give the free pages of Arrow's pool and glibc's heap back to the system (inside a task only)."""
+    if not (_active or force):
         return
     pa.default_memory_pool().release_unused()
     libc = _glibc()

@@ -27,7 +27,7 @@ from ..bucket_assign.assigner import (
 )
 from ..format.file_names import write_token
 from ..format.fs_view import FileSystemView, list_file_groups
-from ..format.runs import run_starts
+from ..format.runs import runs
 from ..format.timeline import Timeline
 from ..format.write_handles import append_log
 from . import worker_memory
@@ -76,13 +76,13 @@ class SizeSampler:
 
 
 class Bucket:
-    __slots__ = ("partition", "tables", "bytes", "rows")
+    __slots__ = ("bytes", "nbytes", "partition", "tables")
 
     def __init__(self, partition):
         self.partition = partition
         self.tables = []
-        self.bytes = 0
-        self.rows = 0
+        self.bytes = 0  # estimated (sampled with pympler)
+        self.nbytes = 0  # Arrow bytes of the buffered rows
 
 
 class StreamWriteFunction:
@@ -103,16 +103,16 @@ class StreamWriteFunction:
     def __call__(self, batches):
         from pyspark import TaskContext
 
-        worker_memory.prepare(self.release_memory)
         ctx = TaskContext.get()
         token = write_token(ctx.partitionId(), ctx.stageId(), ctx.attemptNumber()) if ctx else write_token(0, 0, 0)
         task = ctx.partitionId() if ctx else 0
-        writer = BufferedWriter(self, token, task)
-        for batch in batches:
-            writer.add(pa.Table.from_batches([batch]))
-        writer.flush_all()
-        worker_memory.release()
-        yield writer.results()
+        with worker_memory.task(self.release_memory):
+            writer = BufferedWriter(self, token, task)
+            for batch in batches:
+                writer.add(pa.Table.from_batches([batch]))
+            writer.flush_all()
+            result = writer.results()
+        yield result
 
 
 class BufferedWriter:
@@ -123,14 +123,15 @@ class BufferedWriter:
         self.token = token
         self.task = task
         self.buckets = {}
-        self.total = 0
+        self.total = 0  # estimated bytes buffered (what the flush policy counts)
+        self.total_nbytes = 0  # Arrow bytes buffered (what the buffers really hold)
         self.sampler = SizeSampler(seed=task)
         self.stats = []
         self.flushes = {"bucket": 0, "task": 0, "end": 0}
         self.peak_buffered = 0
         self.peak_real = 0
         self._slices = {}  # partition -> {file id: (base instant, base file name)}
-        self._freed = 0  # estimated bytes flushed since memory was last given back
+        self._freed = 0  # Arrow bytes flushed since memory was last given back
         self._timeline = None
 
     # -- buffering -----------------------------------------------------------------------------------------
@@ -143,11 +144,8 @@ class BufferedWriter:
         if table.num_rows == 0:
             return
         order = pc.sort_indices(table, sort_keys=[(FILE_ID, "ascending")])
-        ids = pc.take(table[FILE_ID], order).combine_chunks()
-        n = len(ids)
-        bounds = list(run_starts(ids)) + [n]
-        for i in range(len(bounds) - 1):
-            file_id = ids[bounds[i]].as_py()
+        file_ids, bounds = runs(pc.take(table[FILE_ID], order).combine_chunks())
+        for i, file_id in enumerate(file_ids):
             rows = order.slice(bounds[i], bounds[i + 1] - bounds[i])
             sizes = self.sampler.sizes(len(rows), lambda j, rows=rows: _row_size(table, rows[j].as_py()))
             self._buffer(file_id, table, rows, sizes)
@@ -160,8 +158,8 @@ class BufferedWriter:
             held = bucket.bytes if bucket is not None else 0
             base = cum[start - 1] if start else 0
             # first row (relative to `start`) whose bucket or task total passes its limit
-            over = np.searchsorted(cum[start:] - base, [self.fn.batch_size_bytes - held,
-                                                         self.fn.task_max_bytes - self.total], side="right")
+            over = np.searchsorted(cum[start:], [base + self.fn.batch_size_bytes - held,
+                                                  base + self.fn.task_max_bytes - self.total], side="right")
             end = min(start + int(over.min()) + 1, len(sizes))
             # each bucket gets its own compact copy of its rows: a flush frees exactly what it wrote, and the
             # buffers never pin Spark's input batches
@@ -171,20 +169,17 @@ class BufferedWriter:
             size = int(cum[end - 1] - base)
             bucket.tables.append(chunk)
             bucket.bytes += size
-            bucket.rows += chunk.num_rows
+            bucket.nbytes += chunk.nbytes
             self.total += size
-            self._track_peak()
+            self.total_nbytes += chunk.nbytes
+            self.peak_buffered = max(self.peak_buffered, self.total)
+            self.peak_real = max(self.peak_real, self.total_nbytes)
             if bucket.bytes > self.fn.batch_size_bytes:
                 self.flush(file_id, "bucket")
             elif self.total > self.fn.task_max_bytes:
                 largest = max(self.buckets, key=lambda f: self.buckets[f].bytes)
                 self.flush(largest, "task")
             start = end
-
-    def _track_peak(self):
-        self.peak_buffered = max(self.peak_buffered, self.total)
-        real = sum(t.nbytes for b in self.buckets.values() for t in b.tables)
-        self.peak_real = max(self.peak_real, real)
 
     def flush_all(self):
         for file_id in sorted(self.buckets):
@@ -194,13 +189,14 @@ class BufferedWriter:
     def flush(self, file_id, cause):
         bucket = self.buckets.pop(file_id)
         self.total -= bucket.bytes
+        self.total_nbytes -= bucket.nbytes
         self.flushes[cause] += 1
         stat = self._append(file_id, bucket)
         if stat is not None:
             self.stats.append(stat)
         # the bucket's rows and the flush's transients are freed by now; giving pages back costs page faults when
         # they are needed again, so it is done once a few MB have been freed, not after every small flush
-        self._freed += bucket.bytes
+        self._freed += bucket.nbytes
         if self._freed >= RELEASE_AFTER_BYTES:
             worker_memory.release()
             self._freed = 0
