@@ -20,10 +20,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..checkpoints import index_state
+from ..checkpoints import index_state, key_index
 from ..format.runs import run_ends, runs
 from ..streaming_sink import worker_memory
 from ..streaming_sink.key_by import DELETE, KEY, KEY_GROUP, PARTITION, SEQ
+from ..streaming_sink.write_tasks import WRITE_TASK, WritePlan
 from .small_files import owner_task
 
 FILE_ID = "__hs_file_id"
@@ -65,7 +66,7 @@ class BucketAssigner:
     """Picklable mapInArrow function for the bucket-assign stage of one micro-batch."""
 
     def __init__(self, base, instant, committed, global_index, operation, ordering_field, event_time,
-                 small_files, new_file_capacity, data_columns, num_tasks, release_memory=True):
+                 small_files, new_file_capacity, data_columns, num_tasks, release_memory=True, write_plan=None):
         self.base = base
         self.instant = instant
         self.committed = committed
@@ -78,6 +79,7 @@ class BucketAssigner:
         self.data_columns = data_columns
         self.num_tasks = num_tasks
         self.release_memory = release_memory
+        self.write_plan = write_plan if write_plan is not None else WritePlan(num_tasks)
         self._slots = {}  # partition -> open file groups of this task, consumed across chunks (see _pack_inserts)
 
     def __call__(self, batches):
@@ -128,16 +130,26 @@ class BucketAssigner:
             found = pa.array(np.zeros(table.num_rows, bool))
             old_partition = old_file = pa.nulls(table.num_rows, pa.string())
         else:
-            # rows are sorted by key group: look each group's run up in that group's index
-            founds, partitions, files = [], [], []
+            # rows are sorted by key group: look each group's run up in that group's index (codes into the group's
+            # dictionaries, gathered into one dictionary per column and decoded once for the whole chunk)
+            hashes = key_index.key_hashes(lookup)
+            found = np.empty(table.num_rows, bool)
+            partition_codes = np.empty(table.num_rows, np.int32)
+            file_codes = np.empty(table.num_rows, np.int32)
+            partition_names, file_ids = [], []
             for i, kg in enumerate(groups):
-                f, p, fid = indexes[kg].lookup(lookup.slice(bounds[i], bounds[i + 1] - bounds[i]))
-                founds.append(f)
-                partitions.append(p)
-                files.append(fid)
-            found = pa.array(np.concatenate(founds))
-            old_partition = pa.chunked_array(partitions, pa.string()).combine_chunks()
-            old_file = pa.chunked_array(files, pa.string()).combine_chunks()
+                start, end = bounds[i], bounds[i + 1]
+                index = indexes[kg]
+                f, p, fid = index.lookup_codes(lookup.slice(start, end - start), hashes[start:end])
+                found[start:end] = f
+                partition_codes[start:end] = np.where(f, p + len(partition_names), -1)
+                file_codes[start:end] = np.where(f, fid + len(file_ids), -1)
+                partition_names += index.partition_names.values
+                file_ids += index.file_ids.values
+            old_partition = pc.take(pa.array(partition_names, pa.string()),
+                                    pa.array(partition_codes, mask=~found))
+            old_file = pc.take(pa.array(file_ids, pa.string()), pa.array(file_codes, mask=~found))
+            found = pa.array(found)
         is_delete = table[DELETE]
         moved = pc.and_(found, pc.not_equal(old_partition, table[PARTITION]))
         moved = pc.fill_null(moved, False)
@@ -171,16 +183,9 @@ class BucketAssigner:
             changes.append(routed.select([KEY, PARTITION, FILE_ID, KEY_GROUP]))
         self._save(changes, indexes, deltas)
         if not parts:
-            return self._empty(table)
-        out = pa.concat_tables([p.select(self._out_columns(table)) for p in parts])
-        return out
-
-    def _out_columns(self, table):
-        return self.data_columns + [KEY, PARTITION, FILE_ID, KIND, SEQ]
-
-    def _empty(self, table):
-        t = _routed(table.slice(0, 0), None, pa.array([], pa.string()), UPDATE)
-        return t.select(self._out_columns(table))
+            parts = [_routed(table.slice(0, 0), None, pa.array([], pa.string()), UPDATE)]
+        out = pa.concat_tables([p.select(self.data_columns + [KEY, PARTITION, FILE_ID, KIND, SEQ]) for p in parts])
+        return out.append_column(WRITE_TASK, self.write_plan.tags(out[FILE_ID]))
 
     def _pack_inserts(self, inserts, task):
         """Fill this task's small file groups of each partition, then new file groups, in (key group, key) order.

@@ -18,21 +18,28 @@ def owner_task(file_id, num_tasks):
     return zlib.crc32(file_id.encode("utf-8")) % num_tasks
 
 
-def average_record_size(timeline, default):
-    """Bytes per record written by the most recent delta commits that wrote records; `default` until known."""
-    total_bytes = total_records = used = 0
+def recent_write_commits(timeline, limit=RECENT_COMMITS):
+    """CommitMetadata of the `limit` most recent delta commits that wrote records, newest first (compactions
+    are skipped: they rewrite records as parquet, with footers; new records arrive as log records)."""
+    out = []
     for inst in reversed(timeline.commits_timeline()):
         meta = timeline.read_commit_metadata(inst.timestamp)
         if meta.compacted:
-            continue  # compaction rewrites records as parquet (with footers); new records arrive as log records
-        records = sum((s.num_writes or 0) + (s.num_deletes or 0) for s in meta.all_write_stats())
-        if records <= 0:
             continue
-        total_records += records
-        total_bytes += sum(s.total_write_bytes or 0 for s in meta.all_write_stats())
-        used += 1
-        if used >= RECENT_COMMITS:
+        if sum((s.num_writes or 0) + (s.num_deletes or 0) for s in meta.all_write_stats()) <= 0:
+            continue
+        out.append(meta)
+        if len(out) >= limit:
             break
+    return out
+
+
+def average_record_size(commits, default):
+    """Bytes per record written by the given commits (`recent_write_commits`); `default` until known."""
+    total_bytes = total_records = 0
+    for meta in commits:
+        total_records += sum((s.num_writes or 0) + (s.num_deletes or 0) for s in meta.all_write_stats())
+        total_bytes += sum(s.total_write_bytes or 0 for s in meta.all_write_stats())
     if total_records <= 0 or total_bytes <= 0:
         return float(default)
     return max(1.0, total_bytes / total_records)

@@ -63,16 +63,21 @@ def coded(table):
 
 
 class _Sorted:
-    """A state table sorted by key hash, with its hashes."""
+    """State rows sorted by key hash: hashes, keys (Arrow strings) and the codes of their partition and file id."""
 
-    __slots__ = ("hashes", "table")
+    __slots__ = ("files", "hashes", "keys", "partitions")
 
-    def __init__(self, table, hashes=None):
+    def __init__(self, keys, partitions, files, hashes=None):
         if hashes is None:
-            hashes = key_hashes(table["key"])
-        order = np.argsort(hashes, kind="stable")
-        self.hashes = hashes[order]
-        self.table = table.take(pa.array(order)).combine_chunks() if table.num_rows else table
+            hashes = key_hashes(keys)
+        if len(hashes) > 1 and not bool(np.all(hashes[1:] >= hashes[:-1])):  # state files are stored sorted
+            order = np.argsort(hashes, kind="stable")
+            hashes, partitions, files = hashes[order], partitions[order], files[order]
+            keys = keys.take(pa.array(order))
+        self.hashes = hashes
+        self.keys = keys
+        self.partitions = partitions
+        self.files = files
 
     def find(self, keys, hashes):
         """Row of each key in this table, -1 where absent."""
@@ -87,12 +92,12 @@ class _Sorted:
         if len(cand) == 0:
             return out
         at = idx[cand]
-        same = pc.equal(pc.take(self.table["key"], pa.array(at)), pc.take(keys, pa.array(cand)))
+        same = pc.equal(pc.take(self.keys, pa.array(at)), pc.take(keys, pa.array(cand)))
         same = same.to_numpy(zero_copy_only=False)
         out[cand[same]] = at[same]
         clash = cand[~same]
         if len(clash):  # equal hashes, different keys: look those keys up exactly
-            exact = pc.index_in(pc.take(keys, pa.array(clash)), value_set=self.table["key"])
+            exact = pc.index_in(pc.take(keys, pa.array(clash)), value_set=self.keys)
             exact = exact.to_numpy(zero_copy_only=False)
             got = ~np.isnan(exact) if exact.dtype.kind == "f" else np.ones(len(exact), bool)
             out[clash[got]] = exact[got].astype(np.int64)
@@ -100,55 +105,95 @@ class _Sorted:
 
     @property
     def num_rows(self):
-        return self.table.num_rows
+        return len(self.hashes)
 
 
-_EMPTY = _Sorted(CODED_SCHEMA.empty_table())
+_NO_CODES = np.empty(0, np.int32)
+_EMPTY = _Sorted(pa.array([], pa.string()), _NO_CODES, _NO_CODES, np.empty(0, np.uint64))
 
 
-def _merge(old, change, change_hashes):
-    """`old` with the rows of `change` (coded, keys unique) set: a new _Sorted."""
-    gone = old.find(change["key"], change_hashes)
+def _merge(old, keys, partitions, files, hashes):
+    """`old` with the given rows (keys unique) set: a new _Sorted."""
+    gone = old.find(keys, hashes)
     gone = gone[gone >= 0]
     if len(gone):
         keep = np.ones(old.num_rows, bool)
         keep[gone] = False
-        kept_table = old.table.filter(pa.array(keep))
-        kept_hashes = old.hashes[keep]
+        kept = (old.keys.filter(pa.array(keep)), old.partitions[keep], old.files[keep], old.hashes[keep])
     else:
-        kept_table, kept_hashes = old.table, old.hashes
-    table = pa.concat_tables([kept_table, change])
-    return _Sorted(table, np.concatenate([kept_hashes, change_hashes]))
+        kept = (old.keys, old.partitions, old.files, old.hashes)
+    return _Sorted(pa.concat_arrays([kept[0], keys]), np.concatenate([kept[1], partitions]),
+                   np.concatenate([kept[2], files]), np.concatenate([kept[3], hashes]))
+
+
+class _Dictionary:
+    """Append-only strings <-> int32 codes, shared by the versions of one key group's index (a code never changes
+    meaning, so an older version stays valid when a newer one adds values)."""
+
+    __slots__ = ("codes", "values")
+
+    def __init__(self):
+        self.values = []
+        self.codes = {}
+
+    def encode(self, dictionary_array):
+        """Codes of a DictionaryArray's values in this dictionary (int32 numpy)."""
+        translate = np.empty(len(dictionary_array.dictionary), np.int32)
+        for i, value in enumerate(dictionary_array.dictionary.to_pylist()):
+            code = self.codes.get(value)
+            if code is None:
+                code = self.codes[value] = len(self.values)
+                self.values.append(value)
+            translate[i] = code
+        indices = dictionary_array.indices.to_numpy(zero_copy_only=False)
+        return translate[indices] if len(indices) else _NO_CODES
+
+    def array(self):
+        return pa.array(self.values, pa.string())
+
+
+def _columns(table):
+    """(keys, partition codes as DictionaryArray, file id codes) of a state table, each one Arrow array."""
+    table = coded(table).combine_chunks()
+    return [table[name].chunk(0) if table[name].num_chunks else pa.array([], table.schema.field(name).type)
+            for name in ("key", "partition", "file_id")]
 
 
 class KeyIndex:
     """The index state of one key group, for lookups and updates by key."""
 
     def __init__(self, table=None):
-        self.base = _Sorted(coded(STATE_SCHEMA.empty_table() if table is None else table))
+        self.partition_names = _Dictionary()
+        self.file_ids = _Dictionary()
         self.recent = _EMPTY
+        if table is None or table.num_rows == 0:
+            self.base = _EMPTY
+            return
+        keys, partitions, files = _columns(table)
+        self.base = _Sorted(keys, self.partition_names.encode(partitions), self.file_ids.encode(files))
+
+    def lookup_codes(self, keys, hashes=None):
+        """(found mask, partition code, file id code) of each key (Arrow string array), codes -1 where absent; the
+        codes index `partition_names.values` and `file_ids.values`. `hashes`: the keys' `key_hashes`, if known."""
+        if isinstance(keys, pa.ChunkedArray):
+            keys = keys.combine_chunks()
+        if hashes is None:
+            hashes = key_hashes(keys)
+        partitions = np.full(len(keys), -1, np.int32)
+        files = np.full(len(keys), -1, np.int32)
+        for part in (self.base, self.recent):  # recent last: it overrides
+            if part.num_rows:
+                rows = part.find(keys, hashes)
+                hit = rows >= 0
+                partitions[hit] = part.partitions[rows[hit]]
+                files[hit] = part.files[rows[hit]]
+        return files >= 0, partitions, files
 
     def lookup(self, keys):
         """(found mask, partition, file id) for each key (Arrow string array); partition/file id null if absent."""
-        if isinstance(keys, pa.ChunkedArray):
-            keys = keys.combine_chunks()
-        hashes = key_hashes(keys)
-        in_recent = self.recent.find(keys, hashes)
-        in_base = self.base.find(keys, hashes)
-        found = (in_recent >= 0) | (in_base >= 0)
-        partition = self._pick("partition", in_recent, in_base)
-        file_id = self._pick("file_id", in_recent, in_base)
-        return found, partition, file_id
-
-    def _pick(self, column, in_recent, in_base):
-        picked = []
-        for part, rows in ((self.recent, in_recent), (self.base, in_base)):
-            if part.num_rows:
-                taken = pc.take(part.table[column], pa.array(np.where(rows >= 0, rows, 0), mask=rows < 0))
-                picked.append(taken.cast(pa.string()))
-            else:
-                picked.append(pa.nulls(len(rows), pa.string()))
-        return pc.coalesce(*picked)
+        found, partitions, files = self.lookup_codes(keys)
+        return (found, _decode(self.partition_names.array(), partitions),
+                _decode(self.file_ids.array(), files))
 
     def updated(self, change):
         """A new KeyIndex with key -> (partition, file id) set for the rows of `change` (keys unique).
@@ -158,17 +203,30 @@ class KeyIndex:
         """
         if change.num_rows == 0:
             return self
-        change = coded(change).combine_chunks()
+        keys, partitions, files = _columns(change)
         out = KeyIndex.__new__(KeyIndex)
+        out.partition_names, out.file_ids = self.partition_names, self.file_ids
         out.base = self.base
-        out.recent = _merge(self.recent, change, key_hashes(change["key"]))
+        out.recent = _merge(self.recent, keys, self.partition_names.encode(partitions),
+                            self.file_ids.encode(files), key_hashes(keys))
         if out.recent.num_rows > max(_MERGE_MIN, out.base.num_rows // _MERGE_FRACTION):
-            out.base = _merge(out.base, out.recent.table, out.recent.hashes)
+            r = out.recent
+            out.base = _merge(out.base, r.keys, r.partitions, r.files, r.hashes)
             out.recent = _EMPTY
         return out
 
     def to_table(self):
-        """The whole state as one table (each key once; CODED_SCHEMA)."""
-        if self.recent.num_rows == 0:
-            return self.base.table
-        return _merge(self.base, self.recent.table, self.recent.hashes).table
+        """The whole state as one table (each key once, sorted by key hash; CODED_SCHEMA)."""
+        part = self.base
+        if self.recent.num_rows:
+            r = self.recent
+            part = _merge(self.base, r.keys, r.partitions, r.files, r.hashes)
+        return pa.Table.from_arrays([
+            part.keys,
+            pa.DictionaryArray.from_arrays(pa.array(part.partitions, pa.int32()), self.partition_names.array()),
+            pa.DictionaryArray.from_arrays(pa.array(part.files, pa.int32()), self.file_ids.array())],
+            schema=CODED_SCHEMA)
+
+
+def _decode(values, codes):
+    return pc.take(values, pa.array(codes, pa.int32(), mask=codes < 0))

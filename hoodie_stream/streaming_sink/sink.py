@@ -12,7 +12,7 @@ import shutil
 
 
 from ..bucket_assign.assigner import FILE_ID, KIND, BucketAssigner
-from ..bucket_assign.small_files import average_record_size, small_file_profile
+from ..bucket_assign.small_files import average_record_size, recent_write_commits, small_file_profile
 from ..checkpoints import recovery
 from ..checkpoints.batch_checkpoint import last_batch_id, writer_identifier
 from ..compaction.plan import pending_file_groups
@@ -22,9 +22,10 @@ from ..format.errors import HoodieConfigError, HoodieError, HoodieTableError
 from ..format.merge import merge_mode
 from ..format.writer import HoodieWriter, table_avro_schema
 from . import coordinator
-from .key_by import DELETE, KEY, KEY_GROUP, PARTITION, SEQ, KeyBy
+from .key_by import ASSIGN_TASK, DELETE, KEY, KEY_GROUP, PARTITION, SEQ, KeyBy, assign_task_expr, key_group_expr
 from .options import parse_options
 from .write_function import RESULT_SCHEMA, StreamWriteFunction
+from .write_tasks import WRITE_TASK, WritePlan, recent_loads
 
 log = logging.getLogger("hoodie_stream")
 
@@ -200,7 +201,8 @@ class HoodieStreamSink:
         mode, ordering = merge_mode(writer.config.props)
         timeline = writer.timeline
         committed = {i.timestamp for i in timeline.commits_timeline()}
-        record_size = average_record_size(timeline, o.record_size_estimate)
+        recent = recent_write_commits(timeline)
+        record_size = average_record_size(recent, o.record_size_estimate)
         small = small_file_profile(writer.base, timeline, o.max_file_size, o.log_to_parquet_ratio, record_size,
                                    assign_tasks)
 
@@ -209,21 +211,23 @@ class HoodieStreamSink:
             T.StructField(PARTITION, T.StringType()), T.StructField(DELETE, T.BooleanType())])
         keyed = df.withColumn(SEQ, F.monotonically_increasing_id()).mapInArrow(
             KeyBy(dict(writer.config.props), o.precombine_field, o.operation, o.release_memory), keyed_schema)
-        keyed = keyed.withColumn(KEY_GROUP, F.pmod(F.xxhash64(F.col(KEY)), F.lit(o.key_groups)).cast("int"))
+        keyed = keyed.withColumns({KEY_GROUP: F.expr(key_group_expr(o.key_groups)),
+                                   ASSIGN_TASK: F.expr(assign_task_expr(o.key_groups, assign_tasks))})
         routed_schema = T.StructType(df.schema.fields + [
             T.StructField(KEY, T.StringType()), T.StructField(PARTITION, T.StringType()),
             T.StructField(FILE_ID, T.StringType()), T.StructField(KIND, T.ByteType()),
-            T.StructField(SEQ, T.LongType())])
+            T.StructField(SEQ, T.LongType()), T.StructField(WRITE_TASK, T.IntegerType())])
         assigner = BucketAssigner(writer.base, txn.instant, committed, o.global_index, o.operation, ordering,
                                   mode == "EVENT_TIME_ORDERING", small, o.max_file_size / record_size, data_columns,
-                                  assign_tasks, o.release_memory)
+                                  assign_tasks, o.release_memory, WritePlan(write_tasks, recent_loads(recent)))
         # sorted by key group within each task, so a bucket assigner holds one key group's rows at a time
-        routed = (keyed.repartition(assign_tasks, KEY_GROUP).sortWithinPartitions(KEY_GROUP)
+        routed = (keyed.repartition(assign_tasks, ASSIGN_TASK).sortWithinPartitions(KEY_GROUP)
                   .mapInArrow(assigner, routed_schema))
         write_fn = StreamWriteFunction(writer.base, txn.instant, txn.avro_schema, data_columns, ordering,
                                        o.batch_size_bytes, o.task_max_size_bytes, pending_file_groups(timeline),
                                        o.release_memory)
-        results = routed.repartition(write_tasks, FILE_ID).mapInArrow(
+        # each file group to its write task (write_tasks.py: balanced by recent load, one task per file group)
+        results = routed.repartition(write_tasks, WRITE_TASK).mapInArrow(
             write_fn, T.StructType([T.StructField(n, T.StringType()) for n in RESULT_SCHEMA.names]))
         return [(r["kind"], r["payload"]) for r in results.collect()]
 
