@@ -226,13 +226,15 @@ class BucketAssigner:
             return
         change = pa.concat_tables(changes)
         change = change.take(pc.sort_indices(change[KEY_GROUP]))
-        lookup = self._lookup_keys(change)
+        # encoded and hashed once for the chunk, then sliced per key group
+        state = key_index.coded(pa.table({"key": self._lookup_keys(change), "partition": change[PARTITION],
+                                           "file_id": change[FILE_ID]})).combine_chunks()
+        hashes = key_index.key_hashes(state["key"])
         groups, bounds = runs(change[KEY_GROUP].combine_chunks())
         for i, kg in enumerate(groups):
-            start, length = bounds[i], bounds[i + 1] - bounds[i]
-            delta = pa.table({"key": lookup.slice(start, length), "partition": change[PARTITION].slice(start, length),
-                              "file_id": change[FILE_ID].slice(start, length)}, schema=index_state.STATE_SCHEMA)
-            index = indexes[kg].updated(delta)
+            start, end = bounds[i], bounds[i + 1]
+            delta = state.slice(start, end - start)
+            index = indexes[kg].updated(delta, hashes[start:end])
             index_state.save_state(self.base, kg, self.instant, index, delta, deltas[kg])
 
 

@@ -195,8 +195,9 @@ class KeyIndex:
         return (found, _decode(self.partition_names.array(), partitions),
                 _decode(self.file_ids.array(), files))
 
-    def updated(self, change):
-        """A new KeyIndex with key -> (partition, file id) set for the rows of `change` (keys unique).
+    def updated(self, change, hashes=None):
+        """A new KeyIndex with key -> (partition, file id) set for the rows of `change` (keys unique; `hashes`:
+        their `key_hashes`, if known).
 
         `self` is left as it was (the two share their unchanged parts), so a cached index never holds changes of
         an instant that did not commit.
@@ -208,7 +209,7 @@ class KeyIndex:
         out.partition_names, out.file_ids = self.partition_names, self.file_ids
         out.base = self.base
         out.recent = _merge(self.recent, keys, self.partition_names.encode(partitions),
-                            self.file_ids.encode(files), key_hashes(keys))
+                            self.file_ids.encode(files), key_hashes(keys) if hashes is None else hashes)
         if out.recent.num_rows > max(_MERGE_MIN, out.base.num_rows // _MERGE_FRACTION):
             r = out.recent
             out.base = _merge(out.base, r.keys, r.partitions, r.files, r.hashes)
