@@ -7,6 +7,7 @@ assigns key groups to operator instances (key group * tasks // key groups), deli
 (`task_tags.py`): each task gets the same number of key groups (within one).
 """
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -63,12 +64,21 @@ class KeyBy:
         self.release_memory = release_memory
 
     def __call__(self, batches):
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        # arrival order: the partition id in the upper 31 bits, the row within the partition in the lower 33,
+        # as Spark's monotonically_increasing_id
+        seq = (ctx.partitionId() << 33) if ctx is not None else 0
         with worker_memory.task(self.release_memory):
             keygen = make_key_generator(self.table_props)
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
-                yield from self.key_batch(keygen, pa.Table.from_batches([batch])).to_batches()
+                table = pa.Table.from_batches([batch])
+                table = table.append_column(SEQ, pa.array(np.arange(seq, seq + table.num_rows, dtype=np.int64)))
+                seq += table.num_rows
+                yield from self.key_batch(keygen, table).to_batches()
 
     def key_batch(self, keygen, table):
         try:

@@ -209,7 +209,7 @@ class HoodieStreamSink:
         keyed_schema = T.StructType(df.schema.fields + [
             T.StructField(SEQ, T.LongType()), T.StructField(KEY, T.StringType()),
             T.StructField(PARTITION, T.StringType()), T.StructField(DELETE, T.BooleanType())])
-        keyed = df.withColumn(SEQ, F.monotonically_increasing_id()).mapInArrow(
+        keyed = df.mapInArrow(
             KeyBy(dict(writer.config.props), o.precombine_field, o.operation, o.release_memory), keyed_schema)
         keyed = keyed.withColumns({KEY_GROUP: F.expr(key_group_expr(o.key_groups)),
                                    ASSIGN_TASK: F.expr(assign_task_expr(o.key_groups, assign_tasks))})
