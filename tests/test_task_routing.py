@@ -51,6 +51,17 @@ def test_key_groups_go_to_their_range_of_tasks(spark):
         assert max(sizes) - min(sizes) <= 1 and operator_index(key_groups - 1, key_groups, n) == n - 1
 
 
+def test_key_groups_option_is_bounded(tmp_path):
+    import pytest
+
+    from hoodie_stream.format.errors import HoodieConfigError
+
+    base = {"hoodie.table.name": "t", "hoodie.datasource.write.recordkey.field": "id"}
+    assert HoodieStreamSink(str(tmp_path / "a"), {**base, "hoodie.stream.index.key.groups": "32768"})
+    with pytest.raises(HoodieConfigError, match="hoodie.stream.index.key.groups"):
+        HoodieStreamSink(str(tmp_path / "b"), {**base, "hoodie.stream.index.key.groups": "32769"})
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(st.text("abcdef0123", min_size=1, max_size=6), st.integers(1, 10**6), max_size=40),
        st.integers(1, 8))

@@ -57,7 +57,8 @@ OPTIONS = {
     "hoodie.stream.compaction.nice": ("10", _INT),  # CPU niceness added to async compaction's merging threads
     "hoodie.stream.worker.memory.release": ("true", _BOOL),  # see streaming_sink/worker_memory.py
 }
-_INT_RANGES = {"hoodie.stream.compaction.nice": (0, 19)}  # integer options whose range is not 1 and up
+# integer options whose range is not 1 and up (key groups: up to Flink's largest max parallelism, 2^15)
+_INT_RANGES = {"hoodie.stream.compaction.nice": (0, 19), "hoodie.stream.index.key.groups": (1, 32768)}
 TRIGGER_STRATEGIES = ("num_commits", "time_elapsed", "num_and_time", "num_or_time")
 CLEAN_POLICIES = ("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS")
 _PREFIXES_PASSED_THROUGH = ("hoodie.keygen.timebased.", "hoodie.write.complex.keygen.")
