@@ -105,3 +105,40 @@ def test_where_chunks_are_cut_does_not_change_where_keys_go(tmp_path, monkeypatc
         out = _assign(str(tmp_path / str(i)), "20260101000000001", set(), batches, chunk_bytes, monkeypatch)
         mappings.append({r[KEY]: r[FILE_ID] for r in out.to_pylist()})
     assert all(m == mappings[0] for m in mappings[1:])
+
+
+@pytest.mark.parametrize("collide", [False, True])
+@pytest.mark.parametrize("duplicates", [False, True])
+def test_precombine_keeps_one_winner_per_key(duplicates, collide, monkeypatch):
+    """Unique keys pass through untouched (no sort); duplicate keys, or distinct keys whose hashes collide, take the
+    sorting path; either way one record per key, the model's winner."""
+    from hoodie_stream.bucket_assign.assigner import precombine
+    from hoodie_stream.checkpoints import key_index
+
+    if collide:
+        monkeypatch.setattr(key_index, "key_hashes", lambda keys: np.zeros(len(keys), dtype=np.uint64))
+    batches, rows = _events(list(range(60)), seed=11)
+    if not duplicates:  # keep the first event of each key only
+        seen, kept = set(), []
+        for r in rows:
+            if r["id"] not in seen:
+                seen.add(r["id"])
+                kept.append(r)
+        rows = kept
+        n = len(rows)
+        table = pa.table({"id": [r["id"] for r in rows], "ts": pa.array([r["ts"] for r in rows], pa.int64()),
+                          "v": [r["v"] for r in rows]})
+        table = (table.append_column(SEQ, pa.array(np.arange(n), pa.int64()))
+                 .append_column(KEY, pa.array([str(r["id"]) for r in rows]))
+                 .append_column(PARTITION, pa.array(["p1"] * n))
+                 .append_column(DELETE, pa.array(np.zeros(n, bool)))
+                 .append_column(KEY_GROUP, pa.array([r["id"] % 16 for r in rows], pa.int32())))
+        table = table.sort_by([(KEY_GROUP, "ascending")])
+    else:
+        table = pa.Table.from_batches(batches)
+    out = precombine(table, "ts", True)
+    got = {r[KEY]: (r["ts"], r["v"]) for r in out.select([KEY, "ts", "v"]).to_pylist()}
+    assert out.num_rows == len(got)
+    assert got == {k: (r["ts"], r["v"]) for k, r in _winners(rows).items()}
+    if not duplicates and not collide:
+        assert out is table  # nothing to combine: no copy

@@ -76,3 +76,29 @@ def test_hashes_depend_on_every_byte_and_position():
     assert len(set(h.tolist())) == len(keys)
     sliced = pa.array(["x"] + keys).slice(1)
     assert key_hashes(sliced).tolist() == h.tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(CHANGE, st.lists(CHANGE, min_size=1, max_size=5))
+def test_state_files_reload_to_the_same_index(initial, changes):
+    """Saved as a full file plus deltas (keys repeated across deltas), a key group reloads, cold, to the model:
+    the newest delta of a key wins when the deltas are applied together."""
+    import tempfile
+
+    from hoodie_stream.checkpoints import index_state
+
+    with tempfile.TemporaryDirectory() as base:
+        model = dict(initial)
+        index = KeyIndex(_table(initial))
+        index_state.save_full(base, 3, "20260101000000000", index.to_table())
+        committed = {"20260101000000000"}
+        for i, change in enumerate(changes):
+            instant = "2026010100000%04d" % (i + 1)
+            index = index.updated(_table(change))
+            index_state.save_state(base, 3, instant, index, _table(change), i)
+            committed.add(instant)
+            model.update(change)
+        index_state._CACHE.clear()
+        loaded, pending = index_state.load_index(base, 3, committed)
+        assert pending == len(changes)
+        _check(loaded, model, list(model) + ["absent"])

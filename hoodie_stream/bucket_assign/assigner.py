@@ -48,10 +48,23 @@ def new_file_id(instant, task, partition, n, num_tasks):
 
 
 def precombine(table, ordering_field, event_time):
-    """One record per key: the greatest (ordering, seq) with event time, else the greatest seq. The result is
-    sorted by key group (a key always hashes to the same group), then key."""
+    """One record per key: the greatest (ordering, seq) with event time, else the greatest seq. When the keys are
+    already unique (and the key groups grouped, as the assigner's input is) the table is returned as it is;
+    otherwise the result is sorted by key group (a key always hashes to the same group), then key."""
+    return _precombined(table, ordering_field, event_time)[0]
+
+
+def _precombined(table, ordering_field, event_time):
+    """(precombined table, key_hashes of its keys when computed on the way, else None)."""
     if table.num_rows <= 1:
-        return table
+        return table, None
+    hashes = key_index.key_hashes(table[KEY].combine_chunks())
+    grouped = True
+    if KEY_GROUP in table.column_names:
+        groups = table[KEY_GROUP].combine_chunks().to_numpy(zero_copy_only=False)
+        grouped = bool(np.all(groups[1:] >= groups[:-1]))
+    if grouped and len(np.unique(hashes)) == table.num_rows:  # distinct hashes: distinct keys, nothing to combine
+        return table, hashes
     keys = [(KEY_GROUP, "ascending", "at_start")] if KEY_GROUP in table.column_names else []
     keys.append((KEY, "ascending", "at_start"))
     if event_time and ordering_field and ordering_field in table.column_names:
@@ -59,7 +72,7 @@ def precombine(table, ordering_field, event_time):
     keys.append((SEQ, "ascending", "at_start"))
     order = pc.sort_indices(table, sort_keys=keys)
     sorted_keys = pc.take(table[KEY], order).combine_chunks()
-    return table.take(pc.take(order, pa.array(run_ends(sorted_keys))))
+    return table.take(pc.take(order, pa.array(run_ends(sorted_keys)))), None
 
 
 class BucketAssigner:
@@ -118,7 +131,7 @@ class BucketAssigner:
         return pc.binary_join_element_wise(table[PARTITION], table[KEY], "\u0001")
 
     def assign(self, table, task):
-        table = precombine(table, self.ordering_field, self.event_time)
+        table, key_hashes = _precombined(table, self.ordering_field, self.event_time)
         groups, bounds = runs(table[KEY_GROUP].combine_chunks())
         indexes, deltas = {}, {}
         for kg in groups:
@@ -132,7 +145,7 @@ class BucketAssigner:
         else:
             # rows are sorted by key group: look each group's run up in that group's index (codes into the group's
             # dictionaries, gathered into one dictionary per column and decoded once for the whole chunk)
-            hashes = key_index.key_hashes(lookup)
+            hashes = key_hashes if self.global_index and key_hashes is not None else key_index.key_hashes(lookup)
             found = np.empty(table.num_rows, bool)
             partition_codes = np.empty(table.num_rows, np.int32)
             file_codes = np.empty(table.num_rows, np.int32)

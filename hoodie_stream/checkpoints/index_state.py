@@ -13,6 +13,7 @@ loaded states between micro-batches as `KeyIndex` lookup structures and apply on
 
 import os
 
+import numpy as np
 import pyarrow as pa
 
 # pyarrow.parquet is imported by the functions that use it: the write chain's workers never need to load it
@@ -87,13 +88,23 @@ def load_index(base, key_group, committed):
         upto, index = newest_full, KeyIndex(_read(base, key_group, paths[(newest_full, "full")]))
     else:
         upto, index = "", KeyIndex()
-    for d in pending:
-        if d > upto:
-            index = index.updated(_read(base, key_group, paths[(d, "delta")]))
-            upto = d
+    newer = [d for d in pending if d > upto]
+    if newer:  # applied as one change: the newest delta of a key wins
+        index = index.updated(_latest_rows([_read(base, key_group, paths[(d, "delta")]) for d in newer]))
+        upto = newer[-1]
     if upto:
         _CACHE[(str(base), key_group)] = (upto, index)
     return index, len(pending)
+
+
+def _latest_rows(tables):
+    """The rows of state tables applied in order, as one table: each key's row from the last table holding it."""
+    if len(tables) == 1:
+        return tables[0]
+    table = pa.concat_tables([coded(t) for t in tables], promote_options="permissive")
+    row = np.arange(table.num_rows)
+    last = pa.table({"key": table["key"], "row": row}).group_by("key", use_threads=False).aggregate([("row", "max")])
+    return table.take(np.sort(last["row_max"].to_numpy()))
 
 
 _FULL_OPTIONS = ipc.IpcWriteOptions(compression="zstd")

@@ -36,20 +36,28 @@ def _mix(h):
 def key_hashes(keys):
     """64-bit hashes of a string array (tabulation hash over (position, byte), mixed with the length).
 
-    Vectorized over the Arrow buffers: O(total key bytes), no Python loop per key.
+    Vectorized over the Arrow buffers: O(total key bytes), no Python loop per key; positions and table indices are
+    int32 (half the memory traffic of int64) and each key's bytes are summed in one `reduceat` pass.
     """
     data, offsets = utf8_buffers(keys, "record keys")
-    if len(offsets) == 1:
+    n = len(offsets) - 1
+    if n <= 0:
         return np.empty(0, dtype=np.uint64)
     first, last = int(offsets[0]), int(offsets[-1])
-    data = data[first:last]
     lengths = np.diff(offsets)
-    starts = offsets[:-1] - first
-    pos = np.arange(last - first, dtype=np.int64) - np.repeat(starts, lengths)
-    vals = _TABLE[(pos % _POSITIONS) * 256 + data]
-    sums = np.concatenate([np.zeros(1, np.uint64), np.cumsum(vals, dtype=np.uint64)])
-    h = sums[offsets[1:] - first] - sums[starts]
-    return _mix(h ^ (lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)))
+    sums = np.zeros(n, np.uint64)
+    if last > first:
+        starts = offsets[:-1] - first
+        itype = np.int32 if last - first < 2**31 else np.int64
+        pos = np.arange(last - first, dtype=itype)
+        pos -= np.repeat(starts.astype(itype), lengths)
+        if int(lengths.max()) > _POSITIONS:
+            pos %= _POSITIONS
+        pos *= 256
+        pos += data[first:last]
+        nonempty = lengths > 0
+        sums[nonempty] = np.add.reduceat(_TABLE[pos], starts[nonempty])  # uint64 sums wrap, as intended
+    return _mix(sums ^ (lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)))
 
 
 def coded(table):
