@@ -102,3 +102,32 @@ def test_state_files_reload_to_the_same_index(initial, changes):
         loaded, pending = index_state.load_index(base, 3, committed)
         assert pending == len(changes)
         _check(loaded, model, list(model) + ["absent"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(CHANGE)
+def test_full_files_are_used_in_place_and_older_ones_still_load(state):
+    """A full file holds the key hashes, sorted: it loads memory-mapped (the hashes are the file's pages, not a
+    copy). A full file of an earlier version (zstd, no hashes) loads the same rows."""
+    import os
+    import tempfile
+
+    import pyarrow.ipc as ipc
+
+    from hoodie_stream.checkpoints import index_state
+
+    with tempfile.TemporaryDirectory() as base:
+        index_state.save_full(base, 0, "20260101000000001", _table(state))
+        older = os.path.join(index_state.group_dir(base, 1), "20260101000000001.full.arrow")
+        os.makedirs(os.path.dirname(older))
+        table = key_index.coded(_table(state)).combine_chunks()
+        with pa.OSFile(older, "wb") as sink, ipc.new_file(
+                sink, table.schema, options=ipc.IpcWriteOptions(compression="zstd")) as writer:
+            writer.write_table(table)
+        index_state._CACHE.clear()
+        for kg in (0, 1):
+            loaded, pending = index_state.load_index(base, kg, {"20260101000000001"})
+            assert pending == 0
+            _check(loaded, state, list(state) + ["absent"])
+            if kg == 0 and state:
+                assert not loaded.base.hashes.flags["OWNDATA"], "a full file is used in place"

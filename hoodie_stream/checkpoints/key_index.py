@@ -18,6 +18,9 @@ from ..format.string_buffers import utf8_buffers
 STATE_SCHEMA = pa.schema([("key", pa.string()), ("partition", pa.string()), ("file_id", pa.string())])
 _CODED = pa.dictionary(pa.int32(), pa.string())
 CODED_SCHEMA = pa.schema([("key", pa.string()), ("partition", _CODED), ("file_id", _CODED)])
+HASH = "hash"  # optional column of state files: key_hashes of the keys
+HASH_META = b"hoodie_stream.key_hash"
+HASH_ID = b"tabulation64/512/5eed1de7"  # names the hash function below: stored hashes count only if it matches
 _POSITIONS = 512
 _TABLE = np.random.default_rng(0x5EED_1DE7).integers(0, 2**64, size=(_POSITIONS, 256), dtype=np.uint64).ravel()
 _MERGE_FRACTION = 4  # recent is merged into base when it holds more than base/4 rows
@@ -145,7 +148,16 @@ class _Dictionary:
         self.codes = {}
 
     def encode(self, dictionary_array):
-        """Codes of a DictionaryArray's values in this dictionary (int32 numpy)."""
+        """Codes of a DictionaryArray's values in this dictionary (int32 numpy). An empty dictionary adopts the
+        array's dictionary when its values are distinct, and its indices are the codes as they are (no copy: the
+        indices of a memory-mapped state file stay in the file)."""
+        if not self.values and dictionary_array.indices.type == pa.int32() and not dictionary_array.null_count:
+            values = dictionary_array.dictionary.to_pylist()
+            if len(set(values)) == len(values):
+                self.values = values
+                self.codes = {v: i for i, v in enumerate(values)}
+                indices = dictionary_array.indices.to_numpy(zero_copy_only=False)
+                return indices if len(indices) else _NO_CODES
         translate = np.empty(len(dictionary_array.dictionary), np.int32)
         for i, value in enumerate(dictionary_array.dictionary.to_pylist()):
             code = self.codes.get(value)
@@ -178,7 +190,10 @@ class KeyIndex:
             self.base = _EMPTY
             return
         keys, partitions, files = _columns(table)
-        self.base = _Sorted(keys, self.partition_names.encode(partitions), self.file_ids.encode(files))
+        hashes = None
+        if HASH in table.column_names and (table.schema.metadata or {}).get(HASH_META) == HASH_ID:
+            hashes = table[HASH].combine_chunks().to_numpy(zero_copy_only=False)  # stored by to_table(hashes=True)
+        self.base = _Sorted(keys, self.partition_names.encode(partitions), self.file_ids.encode(files), hashes)
 
     def lookup_codes(self, keys, hashes=None):
         """(found mask, partition code, file id code) of each key (Arrow string array), codes -1 where absent; the
@@ -224,17 +239,22 @@ class KeyIndex:
             out.recent = _EMPTY
         return out
 
-    def to_table(self):
-        """The whole state as one table (each key once, sorted by key hash; CODED_SCHEMA)."""
+    def to_table(self, hashes=False):
+        """The whole state as one table (each key once, sorted by key hash; CODED_SCHEMA). With `hashes`, plus the
+        key hashes (column `hash`, tagged with the hash function in the schema metadata), so that loading it back
+        costs no hashing and no sort, and an uncompressed file of it can be used in place, memory-mapped."""
         part = self.base
         if self.recent.num_rows:
             r = self.recent
             part = _merge(self.base, r.keys, r.partitions, r.files, r.hashes)
-        return pa.Table.from_arrays([
+        columns = [
             part.keys,
             pa.DictionaryArray.from_arrays(pa.array(part.partitions, pa.int32()), self.partition_names.array()),
-            pa.DictionaryArray.from_arrays(pa.array(part.files, pa.int32()), self.file_ids.array())],
-            schema=CODED_SCHEMA)
+            pa.DictionaryArray.from_arrays(pa.array(part.files, pa.int32()), self.file_ids.array())]
+        if not hashes:
+            return pa.Table.from_arrays(columns, schema=CODED_SCHEMA)
+        schema = CODED_SCHEMA.append(pa.field(HASH, pa.uint64())).with_metadata({HASH_META: HASH_ID})
+        return pa.Table.from_arrays(columns + [pa.array(part.hashes, pa.uint64())], schema=schema)
 
 
 def _decode(values, codes):
