@@ -33,6 +33,11 @@ def _events(keys, seed):
         for _ in range(rng.choice([1, 1, 2, 3])):
             rows.append({"id": key, "ts": rng.randint(0, 3), "v": f"v{rng.randint(0, 99)}"})
     rng.shuffle(rows)
+    return _keyed(rows).to_batches(max_chunksize=13), rows
+
+
+def _keyed(rows):
+    """The rows as the key-by stage emits them (arrival order as SEQ), sorted by key group."""
     n = len(rows)
     table = pa.table({"id": [r["id"] for r in rows], "ts": pa.array([r["ts"] for r in rows], pa.int64()),
                       "v": [r["v"] for r in rows]})
@@ -41,8 +46,7 @@ def _events(keys, seed):
              .append_column(PARTITION, pa.array(["p1"] * n))
              .append_column(DELETE, pa.array(np.zeros(n, bool)))
              .append_column(KEY_GROUP, pa.array([r["id"] % 16 for r in rows], pa.int32())))
-    table = table.sort_by([(KEY_GROUP, "ascending")])
-    return table.to_batches(max_chunksize=13), rows
+    return table.sort_by([(KEY_GROUP, "ascending")])
 
 
 def _winners(rows):
@@ -125,15 +129,7 @@ def test_precombine_keeps_one_winner_per_key(duplicates, collide, monkeypatch):
                 seen.add(r["id"])
                 kept.append(r)
         rows = kept
-        n = len(rows)
-        table = pa.table({"id": [r["id"] for r in rows], "ts": pa.array([r["ts"] for r in rows], pa.int64()),
-                          "v": [r["v"] for r in rows]})
-        table = (table.append_column(SEQ, pa.array(np.arange(n), pa.int64()))
-                 .append_column(KEY, pa.array([str(r["id"]) for r in rows]))
-                 .append_column(PARTITION, pa.array(["p1"] * n))
-                 .append_column(DELETE, pa.array(np.zeros(n, bool)))
-                 .append_column(KEY_GROUP, pa.array([r["id"] % 16 for r in rows], pa.int32())))
-        table = table.sort_by([(KEY_GROUP, "ascending")])
+        table = _keyed(rows)
     else:
         table = pa.Table.from_batches(batches)
     out = precombine(table, "ts", True)

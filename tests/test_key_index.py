@@ -131,3 +131,35 @@ def test_full_files_are_used_in_place_and_older_ones_still_load(state):
             _check(loaded, state, list(state) + ["absent"])
             if kg == 0 and state:
                 assert not loaded.base.hashes.flags["OWNDATA"], "a full file is used in place"
+
+
+def test_loading_deletes_what_the_newest_committed_full_file_replaces():
+    """A key group keeps at most one cycle of files: loading drops the files older than the newest committed full
+    file, and keeps everything while the newest full file's instant has not committed."""
+    import os
+    import tempfile
+
+    from hoodie_stream.checkpoints import index_state
+
+    every = index_state.COMPACT_EVERY
+    with tempfile.TemporaryDirectory() as base:
+        model = {"k0": ("", "f0")}
+        index_state.save_full(base, 0, "20260101000000000", _table(model))
+        committed = {"20260101000000000"}
+        for i in range(1, every + 2):
+            instant = "2026010100000%04d" % i
+            loaded, pending = index_state.load_index(base, 0, committed)
+            change = {f"k{i}": ("", f"f{i}")}
+            index_state.save_state(base, 0, instant, loaded.updated(_table(change)), _table(change), pending)
+            if i == every:  # the full file is written; before its instant commits, a cold load needs the old files
+                index_state._CACHE.clear()
+                loaded, _ = index_state.load_index(base, 0, committed)
+                _check(loaded, model, list(model))
+                assert len(os.listdir(index_state.group_dir(base, 0))) == every + 1
+            committed.add(instant)
+            model.update(change)
+        index_state._CACHE.clear()
+        loaded, _ = index_state.load_index(base, 0, committed)
+        _check(loaded, model, list(model))
+        assert sorted(os.listdir(index_state.group_dir(base, 0))) == [
+            "2026010100000%04d.full.arrow" % every, "2026010100000%04d.delta.arrow" % (every + 1)]

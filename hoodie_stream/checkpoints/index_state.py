@@ -48,9 +48,9 @@ SUFFIXES = (".arrow", ".parquet")  # written, still read
 _STATE_FILE_SUFFIXES = [f".{kind}{ext}" for kind in ("full", "delta") for ext in SUFFIXES]
 
 
-def _files(base, key_group, committed):
+def _files(base, key_group, committed, prune=False):
     """(full instants, delta instants) of a key group among `committed`, each sorted, and {(instant, kind): file
-    name}."""
+    name}. With `prune`, the files older than the newest committed full file are deleted: nothing reads them."""
     try:
         names = os.listdir(group_dir(base, key_group))
     except FileNotFoundError:
@@ -65,6 +65,13 @@ def _files(base, key_group, committed):
             paths[(instant, kind)] = name
     full = sorted(instant for instant, kind in paths if kind == "full")
     delta = sorted(instant for instant, kind in paths if kind == "delta")
+    if prune and full:
+        stale = [n for n in names if n.endswith(SUFFIXES) and n.split(".", 1)[0] < full[-1]]
+        for name in stale:
+            try:
+                os.remove(os.path.join(group_dir(base, key_group), name))
+            except FileNotFoundError:  # another worker pruned it first
+                pass
     return full, delta, paths
 
 
@@ -87,9 +94,11 @@ def _read_path(path):
 def load_index(base, key_group, committed):
     """(KeyIndex, number of deltas after the newest full file) of a key group as of the committed instants.
 
-    An executor keeps what it loaded and applies only deltas newer than its copy.
+    An executor keeps what it loaded and applies only deltas newer than its copy. Files older than the newest
+    committed full file are deleted on the way (a full file is written every COMPACT_EVERY micro-batches, so a key
+    group keeps at most that many files).
     """
-    full, delta, paths = _files(base, key_group, committed)
+    full, delta, paths = _files(base, key_group, committed, prune=True)
     newest_full = full[-1] if full else ""
     pending = [d for d in delta if d > newest_full]
     cached = _CACHE.get((str(base), key_group))
@@ -120,7 +129,7 @@ def _latest_rows(tables):
 
 def _write(path, table):
     """Atomically write a state table as an uncompressed Arrow IPC file (full files are used in place,
-    memory-mapped: see `_load_full`)."""
+    memory-mapped: see `_read_path`)."""
     tmp = f"{path}.{os.getpid()}.tmp"
     if KEY_HASH not in table.column_names:
         table = coded(table)
@@ -193,11 +202,4 @@ def write_latest(base, instant):
 
 def prune(base, key_group, committed):
     """Delete the files of a key group that the newest committed full file makes unnecessary."""
-    full, _, _ = _files(base, key_group, committed)
-    if not full:
-        return
-    directory = group_dir(base, key_group)
-    for name in os.listdir(directory):
-        stem = name.split(".", 1)[0]
-        if name.endswith(SUFFIXES) and stem < full[-1]:
-            os.remove(os.path.join(directory, name))
+    _files(base, key_group, committed, prune=True)
