@@ -87,7 +87,9 @@ def test_state_files_reload_to_the_same_index(initial, changes):
 
     from hoodie_stream.checkpoints import index_state
 
-    with tempfile.TemporaryDirectory() as base:
+    from unittest import mock
+
+    with tempfile.TemporaryDirectory() as base, mock.patch.object(index_state, "full_due", lambda *args: False):
         model = dict(initial)
         index = KeyIndex(_table(initial))
         index_state.save_full(base, 3, "20260101000000000", index.to_table())
@@ -133,13 +135,16 @@ def test_full_files_are_used_in_place_and_older_ones_still_load(state):
                 assert not loaded.base.hashes.flags["OWNDATA"], "a full file is used in place"
 
 
-def test_loading_deletes_what_the_newest_committed_full_file_replaces():
+def test_loading_deletes_what_the_newest_committed_full_file_replaces(monkeypatch):
     """A key group keeps at most one cycle of files: loading drops the files older than the newest committed full
     file, and keeps everything while the newest full file's instant has not committed."""
     import os
     import tempfile
 
     from hoodie_stream.checkpoints import index_state
+
+    # a full file exactly every COMPACT_EVERY deltas (the sink's turns are drawn per instant: test below)
+    monkeypatch.setattr(index_state, "full_due", lambda kg, instant, deltas: deltas + 1 >= index_state.COMPACT_EVERY)
 
     every = index_state.COMPACT_EVERY
     with tempfile.TemporaryDirectory() as base:
@@ -163,3 +168,30 @@ def test_loading_deletes_what_the_newest_committed_full_file_replaces():
         _check(loaded, model, list(model))
         assert sorted(os.listdir(index_state.group_dir(base, 0))) == [
             "2026010100000%04d.full.arrow" % every, "2026010100000%04d.delta.arrow" % (every + 1)]
+
+
+def test_key_groups_take_turns_writing_full_files():
+    """Over 200 micro-batches in which all 128 key groups change: no batch writes more than a small share of the
+    full files (they used to come all at once every COMPACT_EVERY batches), none waits past 2 x COMPACT_EVERY
+    deltas, on average about one batch in COMPACT_EVERY, and the same instant decides the same way."""
+    from hoodie_stream.checkpoints.index_state import COMPACT_EVERY, full_due
+
+    deltas = [0] * 128
+    per_batch, intervals = [], []
+    for b in range(200):
+        instant = "202611231800%05d" % (b * 1237)
+        fulls = 0
+        for kg in range(128):
+            due = full_due(kg, instant, deltas[kg])
+            assert due == full_due(kg, instant, deltas[kg])
+            if due:
+                fulls += 1
+                intervals.append(deltas[kg] + 1)
+                deltas[kg] = 0
+            else:
+                deltas[kg] += 1
+            assert deltas[kg] < 2 * COMPACT_EVERY
+        per_batch.append(fulls)
+    assert max(per_batch[2 * COMPACT_EVERY:]) <= 128 // 4, per_batch
+    mean = sum(intervals) / len(intervals)
+    assert COMPACT_EVERY * 0.75 <= mean <= COMPACT_EVERY * 1.5, mean

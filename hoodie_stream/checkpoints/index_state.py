@@ -7,8 +7,8 @@ uncompressed Arrow IPC files (cheap to write for the many small deltas of a micr
 dictionary-encoded, as in memory; files with plain string columns are read too); full files also hold the key
 hashes and are sorted by them. The state as of now is the newest full file plus the deltas after it. A file
 counts only when its instant is completed; files of failed instants are removed by the rollback and ignored until
-then. After `COMPACT_EVERY` deltas a task writes a full file instead, so loading stays cheap and a micro-batch
-writes only what it changed. `LATEST` names the last completed data instant the state covers. Executors cache
+then. About every `COMPACT_EVERY` deltas (the key groups taking turns: `full_due`) a task writes a full file
+instead, so loading stays cheap and a micro-batch writes only what it changed. `LATEST` names the last completed data instant the state covers. Executors cache
 loaded states between micro-batches as `KeyIndex` lookup structures and apply only the newer deltas; a full file
 is used in place, memory-mapped (no copy, no hashing, no sort), so its pages are shared by the machine's Python
 workers through the page cache, and a worker that meets a key group for the first time loads it in well under a
@@ -16,6 +16,7 @@ millisecond plus its deltas.
 """
 
 import os
+import zlib
 
 import numpy as np
 import pyarrow as pa
@@ -95,8 +96,8 @@ def load_index(base, key_group, committed):
     """(KeyIndex, number of deltas after the newest full file) of a key group as of the committed instants.
 
     An executor keeps what it loaded and applies only deltas newer than its copy. Files older than the newest
-    committed full file are deleted on the way (a full file is written every COMPACT_EVERY micro-batches, so a key
-    group keeps at most that many files).
+    committed full file are deleted on the way (a full file is written at least every 2 x COMPACT_EVERY
+    micro-batches, so a key group keeps at most that many files).
     """
     full, delta, paths = _files(base, key_group, committed, prune=True)
     newest_full = full[-1] if full else ""
@@ -145,15 +146,27 @@ def _write_full(path, index):
     return KeyIndex(_read_path(path))
 
 
+def full_due(key_group, instant, deltas_since_full):
+    """Whether `instant` writes the key group's full file instead of a delta: on about one micro-batch in
+    COMPACT_EVERY, drawn from a hash of (instant, key group) after at least COMPACT_EVERY / 4 deltas, and always
+    after 2 x COMPACT_EVERY deltas. Key groups take turns: a micro-batch writes the full files of ~1/COMPACT_EVERY
+    of them (a 6M-key table: ~4 of a task's 64, ~4 ms each) instead of all of them every COMPACT_EVERY batches
+    (0.25 s for a task's 64 at once). The same instant always decides the same way (a retried task)."""
+    if deltas_since_full + 1 >= 2 * COMPACT_EVERY:
+        return True
+    turn = zlib.crc32(f"{instant}/{key_group}".encode("ascii")) % COMPACT_EVERY == 0
+    return turn and deltas_since_full + 1 >= COMPACT_EVERY // 4
+
+
 def save_state(base, key_group, instant, index, change, deltas_since_full):
-    """Persist what `instant` changed in a key group: a delta file, or a full file every COMPACT_EVERY deltas.
+    """Persist what `instant` changed in a key group: a delta file, or a full file when `full_due`.
 
     `index` is the key group's index with `change` applied. Atomic (temp file + rename); writing the same file
     again (a retried task) is harmless.
     """
     directory = group_dir(base, key_group)
     os.makedirs(directory, exist_ok=True)
-    if deltas_since_full + 1 >= COMPACT_EVERY:
+    if full_due(key_group, instant, deltas_since_full):
         index = _write_full(os.path.join(directory, instant + ".full.arrow"), index)
     else:
         _write(os.path.join(directory, instant + ".delta.arrow"), change)
