@@ -265,3 +265,41 @@ def test_merging_thread_runs_niced():
     assert run_niced(0, priority) == priority()
     with pytest.raises(ZeroDivisionError):
         run_niced(3, lambda: 1 / 0)
+
+
+def test_stop_without_waiting_cancels_the_running_compaction(spark, tmp_path, caplog):
+    """close(wait=False) during an async compaction cancels its Spark job: the service thread ends, the plan is
+    requested again, nothing is logged as an error, and a later run completes it (removing whatever the cancelled
+    task, left running without interruption, may still have written)."""
+    import logging
+    import time
+
+    from pyspark.sql import functions as F
+
+    base = str(tmp_path / "t")
+    sink = HoodieStreamSink(base, {"hoodie.table.name": "stop", "hoodie.datasource.write.recordkey.field": "id",
+                                   "hoodie.datasource.write.precombine.field": "ts",
+                                   "compaction.schedule.enabled": "false"})
+    for b in range(2):  # a first batch of inserts, then an update of every key: logs to merge
+        sink(spark.range(0, 300_000, numPartitions=2).withColumn("ts", F.lit(b).cast("long"))
+             .withColumn("payload", F.sha2(F.col("id").cast("string"), 512)), b)
+    instant = schedule_compaction(base, Timeline(base), sink.options.compaction, force=True)
+    services = sink.services
+    caplog.set_level(logging.INFO, logger="hoodie_stream")
+    services.after_commit(spark)  # scheduling is off: this starts the async run of the pending plan
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + 60
+    while not any(tracker.getJobIdsForGroup(services._group)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert tracker.getJobIdsForGroup(services._group), "the compaction job never started"
+    sink.close(wait=False)
+    services._thread.join(60)
+    assert not services._thread.is_alive()
+    assert Timeline(base).get(instant).is_requested, "cancelled: the plan is requested again"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]
+    assert services.errors == []
+    run_compaction(spark, base, Timeline(base), instant, sink.options.compaction.max_memory_bytes)
+    assert Timeline(base).get(instant).is_completed
+    assert HoodieTable(base).read().num_rows == 300_000
+    for fs in FileSystemView(base).latest_slices():
+        assert fs.base_instant == instant and not fs.log_files

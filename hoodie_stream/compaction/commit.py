@@ -66,11 +66,12 @@ def revert_to_requested(base, timeline, instant):
 
 
 def run_compaction(spark, base, timeline, instant, max_memory_bytes, tasks=None, wave=None, before_wave=None,
-                   nice=0):
+                   nice=0, stopping=None):
     """Execute and commit one planned compaction. Returns the completed instant's write stats.
 
     With `wave`, the operations run as successive Spark jobs of at most `wave` tasks each, `before_wave()` called
-    before each job; `nice` lowers the CPU priority of the merging threads.
+    before each job; `nice` lowers the CPU priority of the merging threads. A failure while `stopping()` is true
+    (the service cancelled the job) is logged without a traceback.
     """
     from pyspark.sql import types as T
 
@@ -115,8 +116,10 @@ def run_compaction(spark, base, timeline, instant, max_memory_bytes, tasks=None,
         meta = CommitMetadata(by_partition, True, {"schema": schema}, "COMPACT", None)
         timeline.complete(instant, "compaction", meta.to_json())
     except BaseException:
-        log.exception("compaction %s of %s failed; its files are removed and the plan stays requested", instant,
-                      base)
+        stopped = stopping is not None and stopping()
+        log.log(logging.INFO if stopped else logging.ERROR,
+                "compaction %s of %s %s; its files are removed and the plan stays requested", instant, base,
+                "stopped" if stopped else "failed", exc_info=not stopped)
         revert_to_requested(base, timeline, instant)
         raise
     delete_markers(base, instant)

@@ -15,6 +15,7 @@ interrupted clean is finished.
 import contextlib
 import logging
 import threading
+import uuid
 
 from ..format.timeline import Timeline
 from . import clean
@@ -35,7 +36,7 @@ def recover(base):
     return reverted
 
 
-def run_pending_compactions(spark, base, opts, limit=None, wave=None, before_wave=None, nice=0):
+def run_pending_compactions(spark, base, opts, limit=None, wave=None, before_wave=None, nice=0, stopping=None):
     """Execute and commit pending compaction plans, earliest first. Returns the instants completed."""
     done = []
     timeline = Timeline(base)
@@ -43,7 +44,7 @@ def run_pending_compactions(spark, base, opts, limit=None, wave=None, before_wav
         if limit is not None and len(done) >= limit:
             break
         run_compaction(spark, base, timeline, instant, opts.max_memory_bytes, opts.tasks, wave=wave,
-                       before_wave=before_wave, nice=nice)
+                       before_wave=before_wave, nice=nice, stopping=stopping)
         done.append(instant)
     return done
 
@@ -64,6 +65,7 @@ class TableServices:
         self._recovered = False
         self._idle = threading.Event()  # set while no micro-batch is being written
         self._idle.set()
+        self._group = f"{POOL}-{uuid.uuid4().hex[:12]}"  # this table's compaction jobs (stop() cancels them)
 
     @property
     def started(self):
@@ -131,7 +133,7 @@ class TableServices:
     def _loop(self):
         sc = self._spark.sparkContext
         sc.setLocalProperty("spark.scheduler.pool", POOL)
-        sc.setJobGroup(POOL, f"hoodie-stream compaction of {self.base}", interruptOnCancel=False)
+        sc.setJobGroup(self._group, f"hoodie-stream compaction of {self.base}", interruptOnCancel=False)
         while True:
             with self._lock:
                 if self._stop or not self._again:
@@ -141,15 +143,19 @@ class TableServices:
             try:
                 done = run_pending_compactions(self._spark, self.base, self.opts, limit=1,
                                                wave=self._wave_size(self._spark), before_wave=self._before_wave,
-                                               nice=self.opts.nice)
+                                               nice=self.opts.nice, stopping=lambda: self._stop)
                 if done:
                     self.completed += done
                     self._again = True
                 if self.opts.clean_async:
                     clean.clean(self.base, Timeline(self.base), self.opts)
             except Exception as exc:  # the plan stays requested; the next micro-batch retries it
-                log.exception("table service failed for %s", self.base)
-                self.errors.append(exc)
+                if self._stop:
+                    log.info("table services of %s stopped during a compaction; its plan stays requested",
+                             self.base)
+                else:
+                    log.exception("table service failed for %s", self.base)
+                    self.errors.append(exc)
 
     def _thread_done(self):
         sc = self._spark.sparkContext
@@ -165,7 +171,14 @@ class TableServices:
         return not pending_plans(Timeline(self.base)) or self.opts.async_run is False
 
     def stop(self, wait=True):
+        """Stop the service thread: after its running step (`wait`), or now, cancelling the running compaction's
+        Spark job (its plan stays requested and runs again later; nothing of it is visible)."""
         with self._lock:
             self._stop = True
-        if wait and self._thread is not None:
-            self._thread.join()
+        thread = self._thread
+        if thread is None:
+            return
+        if not wait and thread.is_alive() and self._spark is not None:
+            self._spark.sparkContext.cancelJobGroup(self._group)
+        if wait:
+            thread.join()
