@@ -1,11 +1,11 @@
-"""take_rows: taking rows of a many-chunk table group by group gives exactly Arrow's take on the whole table."""
+"""RowTaker: taking rows of a many-chunk table group by group gives exactly Arrow's take on the whole table."""
 
 import numpy as np
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hoodie_stream.format.chunked_take import take_rows
+from hoodie_stream.format.chunked_take import RowTaker
 
 
 @st.composite
@@ -24,10 +24,10 @@ def chunked_tables(draw):
 
 @settings(max_examples=200, deadline=None)
 @given(chunked_tables(), st.sampled_from(["numpy", "arrow"]))
-def test_take_rows_equals_arrow_take(case, kind):
+def test_row_taker_equals_arrow_take(case, kind):
     table, indices = case
     idx = np.array(indices, dtype=np.int64) if kind == "numpy" else pa.array(indices, pa.int64())
-    got = take_rows(table, idx)
+    got = RowTaker(table).take(idx)
     want = table.combine_chunks().take(pa.array(indices, pa.int64()))
     assert got.schema == table.schema
     assert got.to_pylist() == want.to_pylist()
@@ -45,10 +45,10 @@ def _peak_bytes(fn):
     return proxy.max_memory()
 
 
-def test_take_rows_of_a_large_table_copies_only_the_rows_taken():
+def test_row_taker_of_a_large_table_copies_only_the_rows_taken():
     table = pa.Table.from_batches([pa.record_batch({"s": pa.array(["x" * 1000] * 1000)}) for _ in range(20)])
     rows = np.arange(5_000, 5_500)
-    assert take_rows(table, rows).to_pylist() == table.take(pa.array(rows)).to_pylist()
-    # Arrow's own take concatenates the 20 MB of chunks; take_rows copies the ~0.5 MB of rows it takes (twice)
+    assert RowTaker(table).take(rows).to_pylist() == table.take(pa.array(rows)).to_pylist()
+    # Arrow's own take concatenates the 20 MB of chunks; RowTaker copies the ~0.5 MB of rows it takes (twice)
     assert _peak_bytes(lambda: table.take(pa.array(rows))) > 20 * 1000 * 1000
-    assert _peak_bytes(lambda: take_rows(table, rows)) < 4 * 500 * 1000
+    assert _peak_bytes(lambda: RowTaker(table).take(rows)) < 4 * 500 * 1000

@@ -29,6 +29,7 @@ from .small_files import owner_task
 
 FILE_ID = "__hs_file_id"
 KIND = "__hs_kind"
+LOOKUP, LOOKUP_HASH = "__hs_lookup", "__hs_lookup_hash"  # index key of a row and its key_hashes, within a chunk
 UPDATE, INSERT, DELETE_ORDERED, DELETE_NATURAL = 0, 1, 2, 3
 ASSIGN_CHUNK_BYTES = 4 * 1024 * 1024  # input rows (Arrow bytes) a bucket assigner holds at a time
 _NAMESPACE = uuid.UUID("6f1d3c2e-7a53-4c1b-9a8e-5d0b1e2f3a40")
@@ -136,16 +137,18 @@ class BucketAssigner:
         indexes, deltas = {}, {}
         for kg in groups:
             indexes[kg], deltas[kg] = index_state.load_index(self.base, kg, self.committed)
+        # the index key of every row and its hash, once: for the lookups here and for the index changes (_save)
         lookup = self._lookup_keys(table)
         if isinstance(lookup, pa.ChunkedArray):
             lookup = lookup.combine_chunks()
+        hashes = key_hashes if self.global_index and key_hashes is not None else key_index.key_hashes(lookup)
+        table = table.append_column(LOOKUP, lookup).append_column(LOOKUP_HASH, pa.array(hashes))
         if self.operation == "insert" or not groups:
             found = pa.array(np.zeros(table.num_rows, bool))
             old_partition = old_file = pa.nulls(table.num_rows, pa.string())
         else:
             # rows are sorted by key group: look each group's run up in that group's index (codes into the group's
             # dictionaries, gathered into one dictionary per column and decoded once for the whole chunk)
-            hashes = key_hashes if self.global_index and key_hashes is not None else key_index.key_hashes(lookup)
             found = np.empty(table.num_rows, bool)
             partition_codes = np.empty(table.num_rows, np.int32)
             file_codes = np.empty(table.num_rows, np.int32)
@@ -188,13 +191,10 @@ class BucketAssigner:
                                  pc.filter(old_file, mov_mask), DELETE_NATURAL))
         # inserts: new keys and moved keys
         ins_mask = pc.and_(upsert, pc.or_(pc.invert(found), moved))
-        changes = []
         if pc.any(ins_mask).as_py():
-            inserts = table.filter(ins_mask)
-            routed = self._pack_inserts(inserts, task)
+            routed = self._pack_inserts(table.filter(ins_mask), task)
             parts.append(routed)
-            changes.append(routed.select([KEY, PARTITION, FILE_ID, KEY_GROUP]))
-        self._save(changes, indexes, deltas)
+            self._save(routed, indexes, deltas)
         if not parts:
             parts = [_routed(table.slice(0, 0), None, pa.array([], pa.string()), UPDATE)]
         out = pa.concat_tables([p.select(self.data_columns + [KEY, PARTITION, FILE_ID, KIND, SEQ]) for p in parts])
@@ -234,15 +234,13 @@ class BucketAssigner:
         file_ids = pc.take(pa.array(ids, pa.string()), pa.array(np.repeat(np.arange(len(ids)), repeats)))
         return _routed(inserts, None, file_ids, INSERT)
 
-    def _save(self, changes, indexes, deltas):
-        if not changes:
-            return
-        change = pa.concat_tables(changes)
-        change = change.take(pc.sort_indices(change[KEY_GROUP]))
-        # encoded and hashed once for the chunk, then sliced per key group
-        state = key_index.coded(pa.table({"key": self._lookup_keys(change), "partition": change[PARTITION],
+    def _save(self, inserts, indexes, deltas):
+        """The new locations of the chunk's inserts into the index state of their key groups (encoded once for the
+        chunk, then sliced per key group)."""
+        change = inserts.take(pc.sort_indices(inserts[KEY_GROUP]))
+        state = key_index.coded(pa.table({"key": change[LOOKUP], "partition": change[PARTITION],
                                            "file_id": change[FILE_ID]})).combine_chunks()
-        hashes = key_index.key_hashes(state["key"])
+        hashes = change[LOOKUP_HASH].combine_chunks().to_numpy(zero_copy_only=False)
         groups, bounds = runs(change[KEY_GROUP].combine_chunks())
         for i, kg in enumerate(groups):
             start, end = bounds[i], bounds[i + 1]

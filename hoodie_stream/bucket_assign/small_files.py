@@ -26,7 +26,7 @@ def recent_write_commits(timeline, limit=RECENT_COMMITS):
         meta = timeline.read_commit_metadata(inst.timestamp)
         if meta.compacted:
             continue
-        if sum((s.num_writes or 0) + (s.num_deletes or 0) for s in meta.all_write_stats()) <= 0:
+        if sum(s.records for s in meta.all_write_stats()) <= 0:
             continue
         out.append(meta)
         if len(out) >= limit:
@@ -38,7 +38,7 @@ def average_record_size(commits, default):
     """Bytes per record written by the given commits (`recent_write_commits`); `default` until known."""
     total_bytes = total_records = 0
     for meta in commits:
-        total_records += sum((s.num_writes or 0) + (s.num_deletes or 0) for s in meta.all_write_stats())
+        total_records += sum(s.records for s in meta.all_write_stats())
         total_bytes += sum(s.total_write_bytes or 0 for s in meta.all_write_stats())
     if total_records <= 0 or total_bytes <= 0:
         return float(default)

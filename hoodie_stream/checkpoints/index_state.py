@@ -20,10 +20,12 @@ import zlib
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 # pyarrow.parquet is imported by the functions that use it: the write chain's workers never need to load it
 import pyarrow.ipc as ipc
 
+from ..format.runs import run_ends
 from .key_index import HASH as KEY_HASH
 from .key_index import STATE_SCHEMA, KeyIndex, coded
 
@@ -123,9 +125,9 @@ def _latest_rows(tables):
     if len(tables) == 1:
         return tables[0]
     table = pa.concat_tables([coded(t) for t in tables], promote_options="permissive")
-    row = np.arange(table.num_rows)
-    last = pa.table({"key": table["key"], "row": row}).group_by("key", use_threads=False).aggregate([("row", "max")])
-    return table.take(np.sort(last["row_max"].to_numpy()))
+    order = pc.sort_indices(pa.table({"key": table["key"], "row": np.arange(table.num_rows)}),
+                            sort_keys=[("key", "ascending"), ("row", "ascending")])
+    return table.take(pc.take(order, pa.array(run_ends(pc.take(table["key"], order).combine_chunks()))))
 
 
 def _write(path, table):

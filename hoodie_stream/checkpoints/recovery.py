@@ -19,6 +19,7 @@ from ..format.reader import HoodieTable
 from ..format.rollback import finish_pending_rollbacks, rollback_instant
 from ..format.runs import run_ends
 from ..format.timeline import Timeline
+from ..streaming_sink.key_by import key_group_expr
 from . import index_state
 
 WRITE_ACTIONS = ("deltacommit", "commit", "replacecommit")
@@ -186,7 +187,7 @@ def rebuild_index(spark, base, timeline, key_groups, global_index, tasks):
         slices = slices.repartition(min(len(rows), max(1, tasks * 2)))
         keys = slices.mapInArrow(_ReadKeys(base, committed, global_index),
                                  "key string, partition string, file_id string, record_key string, live boolean")
-        keys = keys.withColumn("kg", F.pmod(F.xxhash64("record_key"), F.lit(key_groups)).cast("int"))
+        keys = keys.withColumn("kg", F.expr(key_group_expr(key_groups, "record_key")))
         written = [r.kg for r in keys.repartition(tasks, "kg").mapInArrow(
             _WriteStates(base, latest), "kg int").collect()]
     for kg in set(range(key_groups)) - set(written):

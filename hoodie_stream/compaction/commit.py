@@ -66,12 +66,12 @@ def revert_to_requested(base, timeline, instant):
 
 
 def run_compaction(spark, base, timeline, instant, max_memory_bytes, tasks=None, wave=None, before_wave=None,
-                   nice=0, stopping=None):
+                   nice=0):
     """Execute and commit one planned compaction. Returns the completed instant's write stats.
 
     With `wave`, the operations run as successive Spark jobs of at most `wave` tasks each, `before_wave()` called
-    before each job; `nice` lowers the CPU priority of the merging threads. A failure while `stopping()` is true
-    (the service cancelled the job) is logged without a traceback.
+    before each job; `nice` lowers the CPU priority of the merging threads. On failure the compaction's files are
+    removed, the plan goes back to requested and the exception propagates (the caller reports it).
     """
     from pyspark.sql import types as T
 
@@ -115,11 +115,9 @@ def run_compaction(spark, base, timeline, instant, max_memory_bytes, tasks=None,
         schema = json.dumps(HoodieTable(base).avro_schema(), separators=(",", ":"))
         meta = CommitMetadata(by_partition, True, {"schema": schema}, "COMPACT", None)
         timeline.complete(instant, "compaction", meta.to_json())
-    except BaseException:
-        stopped = stopping is not None and stopping()
-        log.log(logging.INFO if stopped else logging.ERROR,
-                "compaction %s of %s %s; its files are removed and the plan stays requested", instant, base,
-                "stopped" if stopped else "failed", exc_info=not stopped)
+    except BaseException as exc:
+        log.warning("compaction %s of %s did not complete (%s); its files are removed and the plan stays requested",
+                    instant, base, type(exc).__name__)
         revert_to_requested(base, timeline, instant)
         raise
     delete_markers(base, instant)

@@ -36,7 +36,7 @@ def recover(base):
     return reverted
 
 
-def run_pending_compactions(spark, base, opts, limit=None, wave=None, before_wave=None, nice=0, stopping=None):
+def run_pending_compactions(spark, base, opts, limit=None, wave=None, before_wave=None, nice=0):
     """Execute and commit pending compaction plans, earliest first. Returns the instants completed."""
     done = []
     timeline = Timeline(base)
@@ -44,7 +44,7 @@ def run_pending_compactions(spark, base, opts, limit=None, wave=None, before_wav
         if limit is not None and len(done) >= limit:
             break
         run_compaction(spark, base, timeline, instant, opts.max_memory_bytes, opts.tasks, wave=wave,
-                       before_wave=before_wave, nice=nice, stopping=stopping)
+                       before_wave=before_wave, nice=nice)
         done.append(instant)
     return done
 
@@ -143,7 +143,7 @@ class TableServices:
             try:
                 done = run_pending_compactions(self._spark, self.base, self.opts, limit=1,
                                                wave=self._wave_size(self._spark), before_wave=self._before_wave,
-                                               nice=self.opts.nice, stopping=lambda: self._stop)
+                                               nice=self.opts.nice)
                 if done:
                     self.completed += done
                     self._again = True

@@ -103,6 +103,11 @@ class WriteStat:
         return cls(is_delta=is_delta, extra=extra, **kwargs)
 
     @property
+    def records(self):
+        """Records this stat wrote: updates and inserts plus deletes."""
+        return (self.num_writes or 0) + (self.num_deletes or 0)
+
+    @property
     def file_name(self):
         """The file this stat wrote (last path segment), or None."""
         return self.path.rsplit("/", 1)[-1] if self.path else None

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from .avro_codec import encode_records
 from .avro_schema import META_FIELDS, with_meta_fields
 from .base_file import write_base_file
-from .chunked_take import take_rows
+from .chunked_take import RowTaker
 from .commit_metadata import WriteStat
 from .file_names import base_file_name, log_file_name, parse_log_file_name, write_token
 from .log_format import (
@@ -26,6 +26,7 @@ from .log_format import (
     avro_data_header,
     avro_data_records,
     delete_content,
+    delete_content_arrow,
 )
 from .log_reader import write_log_file
 from .markers import create_marker
@@ -104,7 +105,8 @@ def append_log(
     """Write a new log file version of a file slice with an AVRO_DATA block and/or a DELETE block.
 
     records: data columns in table-schema order, keys: their record keys (Arrow strings).
-    deletes: (keys, ordering values or None) to delete in this partition.
+    deletes: (keys, ordering values or None) to delete in this partition: Arrow arrays (encoded vectorized; a null
+    ordering value means none) or Python lists.
     order: optional row indices giving the order in which the records are written (taken a chunk at a time).
     Returns the HoodieDeltaWriteStat of the file.
     """
@@ -127,7 +129,11 @@ def append_log(
     if deletes is not None and len(deletes[0]):
         del_keys, ordering = deletes
         n_deletes = len(del_keys)
-        content = delete_content(list(del_keys), [partition] * n_deletes, ordering if ordering is not None else [None] * n_deletes)
+        if isinstance(del_keys, (pa.Array, pa.ChunkedArray)):
+            content = delete_content_arrow(del_keys, partition, ordering)
+        else:
+            content = delete_content(list(del_keys), [partition] * n_deletes,
+                                     ordering if ordering is not None else [None] * n_deletes)
         header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: schema_json}
         blocks.append(LogBlock(BlockType.DELETE, header, content, {}))
     if not blocks:
@@ -163,13 +169,13 @@ def _data_content(records, keys, order, partition, instant, task_id, file_id, he
     n_records = records.num_rows
     step = max(1, int(ENCODE_CHUNK_BYTES * n_records / max(1, records.nbytes)))
     if order is not None:
-        both = records.append_column(_KEY_COLUMN, keys)
+        taker = RowTaker(records.append_column(_KEY_COLUMN, keys))
     yield avro_data_header(n_records)
     for start in range(0, n_records, step):
         if order is None:
             part, part_keys = records.slice(start, step), keys.slice(start, step)
         else:
-            taken = take_rows(both, order.slice(start, step))
+            taken = taker.take(order.slice(start, step))
             part, part_keys = taken.drop_columns([_KEY_COLUMN]), taken[_KEY_COLUMN]
             del taken
         table = with_meta_columns(part, part_keys, partition, instant, task_id, file_id, seq_start=start)

@@ -30,9 +30,10 @@ def operator_index(key_group, key_groups, num_tasks):
     return key_group * num_tasks // key_groups
 
 
-def key_group_expr(key_groups):
-    """Spark SQL: the key group of a row's record key (Spark's xxhash64, seed 42)."""
-    return f"cast(pmod(xxhash64(`{KEY}`), {key_groups}) as int)"
+def key_group_expr(key_groups, column=KEY):
+    """Spark SQL: the key group of the record key in `column` (Spark's xxhash64, seed 42). The index state is
+    stored by key group, so this must never change."""
+    return f"cast(pmod(xxhash64(`{column}`), {key_groups}) as int)"
 
 
 def assign_task_expr(key_groups, num_tasks):

@@ -224,10 +224,10 @@ class BufferedWriter:
         if dels.num_rows:
             ordering = None
             if self.fn.ordering_field and self.fn.ordering_field in dels.column_names:
-                natural = pc.equal(dels[KIND], DELETE_NATURAL)
-                values = dels[self.fn.ordering_field].to_pylist()
-                ordering = [None if nat else v for v, nat in zip(values, natural.to_pylist())]
-            deletes = (dels[KEY].to_pylist(), ordering)
+                # deletes applied by arrival (a key that moved partition) carry no ordering value
+                values = dels[self.fn.ordering_field]
+                ordering = pc.if_else(pc.equal(dels[KIND], DELETE_NATURAL), pa.scalar(None, values.type), values)
+            deletes = (dels[KEY], ordering)
         inserts = pc.sum(pc.equal(table[KIND], INSERT)).as_py() or 0
         return append_log(self.fn.base, self.fn.instant, bucket.partition, file_id, base_instant,
                           self.fn.avro_schema, records=records, keys=keys, deletes=deletes, token=self.token,

@@ -27,9 +27,8 @@ def recent_loads(commits):
     loads = {}
     for meta in commits:
         for s in meta.all_write_stats():
-            n = (s.num_writes or 0) + (s.num_deletes or 0)
-            if n > 0:
-                loads[s.file_id] = loads.get(s.file_id, 0) + n
+            if s.records > 0:
+                loads[s.file_id] = loads.get(s.file_id, 0) + s.records
     return loads
 
 
