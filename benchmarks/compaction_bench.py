@@ -31,7 +31,7 @@ from hoodie_stream.format.commit_metadata import CommitMetadata
 from hoodie_stream.format.log_scanner import slice_versions
 from hoodie_stream.format.timeline import Timeline
 from hoodie_stream.format.writer import HoodieWriter
-from hoodie_stream.streaming_sink.options import parse_compaction_options
+from hoodie_stream.options import parse_compaction_options
 
 GROUPS = 4
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("uuid", pa.string()), ("name", pa.string()),

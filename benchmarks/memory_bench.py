@@ -211,8 +211,7 @@ def _reset_peak():
 
 def keyed_input(rng, ids, fids, start, kind):
     """Rows shaped as the write stage receives them: data columns + key, partition, file id, kind, seq."""
-    from hoodie_stream.bucket_assign.assigner import FILE_ID, KIND
-    from hoodie_stream.streaming_sink.key_by import KEY, PARTITION, SEQ
+    from hoodie_stream.chain.columns import FILE_ID, KEY, KIND, PARTITION, SEQ
 
     t = records(ids, 1, rng)
     n = t.num_rows
@@ -225,7 +224,7 @@ def keyed_input(rng, ids, fids, start, kind):
 
 def _as_worker(check, *args):
     """An in-process check run as the sink's Python workers run a task (streaming_sink/worker_memory.py)."""
-    from hoodie_stream.streaming_sink import worker_memory
+    from hoodie_stream.chain import worker_memory
 
     with worker_memory.task():
         return check(*args)
@@ -239,7 +238,7 @@ def writer_check(rng, layout, groups=12, rows=160_000, batch_rows=10_000, batch_
     layout "random": every row of a 10k-row batch goes to a random one of `groups` buckets (updates spread over
     file groups); "runs": a batch's rows go to consecutive buckets in runs of 2,500 (inserts packed in order).
     """
-    from hoodie_stream.bucket_assign.assigner import UPDATE
+    from hoodie_stream.chain.columns import RecordKind
     from hoodie_stream.format.writer import HoodieWriter
     from hoodie_stream.streaming_sink.write_function import BufferedWriter, StreamWriteFunction
 
@@ -260,7 +259,7 @@ def writer_check(rng, layout, groups=12, rows=160_000, batch_rows=10_000, batch_
                 fids = names[rng.integers(0, groups, n)]
             else:
                 fids = names[(start + np.arange(n)) // 2_500 % groups]
-            inputs.append(keyed_input(rng, ids[start:start + n], fids.tolist(), start, UPDATE))
+            inputs.append(keyed_input(rng, ids[start:start + n], fids.tolist(), start, RecordKind.UPDATE))
         w = BufferedWriter(fn, "1-0-0", 0)
         worst_nbytes = worst_pinned = (0.0, 1.0)
         max_est = max_pinned = 0
@@ -313,7 +312,7 @@ def flush_check(rng, mb=16):
 def assign_check(rng, rows):
     """Peak RSS of one bucket-assign task over its input (`rows` new keys of ~1 KB), in this process."""
     from hoodie_stream.bucket_assign.assigner import BucketAssigner
-    from hoodie_stream.streaming_sink.key_by import DELETE, KEY, KEY_GROUP, PARTITION, SEQ
+    from hoodie_stream.chain.columns import DELETE, KEY, KEY_GROUP, PARTITION, SEQ
 
     scratch = tempfile.mkdtemp(prefix="memory-bench-assign-")
     try:

@@ -14,9 +14,10 @@ import pyarrow as pa
 import pytest
 
 from hoodie_stream.bucket_assign import assigner as assigner_module
-from hoodie_stream.bucket_assign.assigner import FILE_ID, INSERT, KIND, UPDATE, BucketAssigner
+from hoodie_stream.bucket_assign.assigner import BucketAssigner
+from hoodie_stream.chain.columns import FILE_ID, KIND, RecordKind
 from hoodie_stream.bucket_assign.small_files import owner_task
-from hoodie_stream.streaming_sink.key_by import DELETE, KEY, KEY_GROUP, PARTITION, SEQ
+from hoodie_stream.chain.columns import DELETE, KEY, KEY_GROUP, PARTITION, SEQ
 
 TASKS = 2
 SMALL = "small-file-0"
@@ -80,7 +81,7 @@ def test_assign_in_chunks_matches_the_model(tmp_path, monkeypatch, chunk_bytes):
     got = {r[KEY]: r for r in out.to_pylist()}
     assert len(got) == out.num_rows == len(winners)
     for k, r in winners.items():
-        assert (got[k]["ts"], got[k]["v"], got[k][KIND]) == (r["ts"], r["v"], INSERT)
+        assert (got[k]["ts"], got[k]["v"], got[k][KIND]) == (r["ts"], r["v"], RecordKind.INSERT)
     by_file = {}
     for r in got.values():
         by_file.setdefault(r[FILE_ID], []).append(r[KEY])
@@ -95,9 +96,9 @@ def test_assign_in_chunks_matches_the_model(tmp_path, monkeypatch, chunk_bytes):
     out2 = _assign(base, second, {first}, batches, chunk_bytes, monkeypatch)
     for r in out2.to_pylist():
         if int(r[KEY]) < 100:
-            assert (r[KIND], r[FILE_ID]) == (UPDATE, got[r[KEY]][FILE_ID])
+            assert (r[KIND], r[FILE_ID]) == (RecordKind.UPDATE, got[r[KEY]][FILE_ID])
         else:
-            assert r[KIND] == INSERT
+            assert r[KIND] == RecordKind.INSERT
 
 
 def test_where_chunks_are_cut_does_not_change_where_keys_go(tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ from hoodie_stream.format.avro_models import read_container
 from hoodie_stream.format.fs_view import FileSystemView
 from hoodie_stream.format.instant import Instant, instant_to_datetime
 from hoodie_stream.format.timeline import Timeline
-from hoodie_stream.streaming_sink.options import parse_compaction_options
+from hoodie_stream.options import parse_compaction_options
 from oracle import rs_read
 from stream_model import OPTIONS, TableModel, events_df, generate_batches, table_rows
 

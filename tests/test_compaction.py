@@ -10,14 +10,14 @@ import fastavro
 import pytest
 
 from hoodie_stream import HoodieStreamSink, HoodieTable
-from hoodie_stream.compaction.commit import run_compaction
+from hoodie_stream.compaction.run import run_compaction
 from hoodie_stream.compaction.execute import compact_operation, run_niced
 from hoodie_stream.compaction.offline import compact_table
 from hoodie_stream.compaction.plan import pending_plans, schedule_compaction
 from hoodie_stream.format.commit_metadata import CommitMetadata
 from hoodie_stream.format.fs_view import FileSystemView
 from hoodie_stream.format.timeline import Timeline
-from hoodie_stream.streaming_sink.options import parse_compaction_options
+from hoodie_stream.options import parse_compaction_options
 from oracle import assert_same_rows, rs_read
 from stream_model import OPTIONS, SCHEMA_DDL, TableModel, events_df, generate_batches, table_rows, write_batch_file
 

@@ -85,7 +85,8 @@ def test_fixture_keys_and_partitions(zip_path, fixture_table):
 
 
 def test_fixture_parquet_log_blocks(fixture_table):
-    from hoodie_stream.format.log_format import BlockType, read_parquet_content
+    from hoodie_stream.format.data_block import read_parquet_content
+    from hoodie_stream.format.log_block import BlockType
     from hoodie_stream.format.log_reader import read_log_file
 
     checked = 0

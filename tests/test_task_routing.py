@@ -12,14 +12,15 @@ from hoodie_stream import HoodieStreamSink
 from hoodie_stream.bucket_assign.small_files import owner_task, recent_write_commits
 from hoodie_stream.format.file_names import parse_log_file_name
 from hoodie_stream.format.timeline import Timeline
-from hoodie_stream.streaming_sink.key_by import (
-    KEY,
+from hoodie_stream.chain.key_groups import (
+
     assign_task_expr,
     key_group_expr,
     operator_index,
 )
-from hoodie_stream.streaming_sink.task_tags import spark_hash_int, task_tags
-from hoodie_stream.streaming_sink.write_tasks import WritePlan, balance, recent_loads
+from hoodie_stream.chain.columns import KEY
+from hoodie_stream.chain.task_tags import spark_hash_int, task_tags
+from hoodie_stream.bucket_assign.write_tasks import WritePlan, balance, recent_loads
 
 
 def test_hash_matches_sparks_murmur3(spark):

@@ -14,7 +14,7 @@ _PROGRAM = textwrap.dedent("""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
-    from hoodie_stream.streaming_sink import worker_memory
+    from hoodie_stream.chain import worker_memory
 
     def rss_mb():
         with open("/proc/self/status") as f:
@@ -63,7 +63,7 @@ def test_buffers_outlive_the_task_that_allocated_them():
     nested tasks restore what they replaced."""
     program = textwrap.dedent("""
         import pyarrow as pa, pyarrow.compute as pc
-        from hoodie_stream.streaming_sink import worker_memory
+        from hoodie_stream.chain import worker_memory
         seen = [pa.default_memory_pool().backend_name]
         with worker_memory.task():
             kept = pc.add(pa.array(range(100_000)), 1)

@@ -13,9 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hoodie_stream.bucket_assign.assigner import FILE_ID
 from hoodie_stream.streaming_sink import write_function as wf
-from hoodie_stream.streaming_sink.key_by import PARTITION
+from hoodie_stream.chain.columns import FILE_ID, PARTITION
 
 FILE_IDS = ["f-a", "f-b", "f-c", "f-d"]
 

@@ -22,15 +22,12 @@ import pyarrow.compute as pc
 
 from ..checkpoints import index_state, key_index
 from ..format.runs import run_ends, runs
-from ..streaming_sink import worker_memory
-from ..streaming_sink.key_by import DELETE, KEY, KEY_GROUP, PARTITION, SEQ
-from ..streaming_sink.write_tasks import WRITE_TASK, WritePlan
+from ..chain import worker_memory
+from ..chain.columns import DELETE, FILE_ID, KEY, KEY_GROUP, KIND, PARTITION, SEQ, WRITE_TASK, RecordKind
 from .small_files import owner_task
+from .write_tasks import WritePlan
 
-FILE_ID = "__hs_file_id"
-KIND = "__hs_kind"
 LOOKUP, LOOKUP_HASH = "__hs_lookup", "__hs_lookup_hash"  # index key of a row and its key_hashes, within a chunk
-UPDATE, INSERT, DELETE_ORDERED, DELETE_NATURAL = 0, 1, 2, 3
 ASSIGN_CHUNK_BYTES = 4 * 1024 * 1024  # input rows (Arrow bytes) a bucket assigner holds at a time
 _NAMESPACE = uuid.UUID("6f1d3c2e-7a53-4c1b-9a8e-5d0b1e2f3a40")
 
@@ -176,19 +173,19 @@ class BucketAssigner:
         if pc.any(del_mask).as_py():
             natural = self.operation == "delete" and not (self.ordering_field and
                                                            self.ordering_field in table.column_names)
-            kind = DELETE_NATURAL if natural or not self.ordering_field else DELETE_ORDERED
+            kind = RecordKind.DELETE_NATURAL if natural or not self.ordering_field else RecordKind.DELETE_ORDERED
             dels = table.filter(del_mask)
             parts.append(_routed(dels, pc.filter(old_partition, del_mask), pc.filter(old_file, del_mask), kind))
         upsert = pc.invert(is_delete)
         # updates in place
         upd_mask = pc.and_(upsert, pc.and_(found, pc.invert(moved)))
         if pc.any(upd_mask).as_py():
-            parts.append(_routed(table.filter(upd_mask), None, pc.filter(old_file, upd_mask), UPDATE))
+            parts.append(_routed(table.filter(upd_mask), None, pc.filter(old_file, upd_mask), RecordKind.UPDATE))
         # partition moves: a delete in the old file group, applied by arrival
         mov_mask = pc.and_(upsert, moved)
         if pc.any(mov_mask).as_py():
             parts.append(_routed(table.filter(mov_mask), pc.filter(old_partition, mov_mask),
-                                 pc.filter(old_file, mov_mask), DELETE_NATURAL))
+                                 pc.filter(old_file, mov_mask), RecordKind.DELETE_NATURAL))
         # inserts: new keys and moved keys
         ins_mask = pc.and_(upsert, pc.or_(pc.invert(found), moved))
         if pc.any(ins_mask).as_py():
@@ -196,7 +193,7 @@ class BucketAssigner:
             parts.append(routed)
             self._save(routed, indexes, deltas)
         if not parts:
-            parts = [_routed(table.slice(0, 0), None, pa.array([], pa.string()), UPDATE)]
+            parts = [_routed(table.slice(0, 0), None, pa.array([], pa.string()), RecordKind.UPDATE)]
         out = pa.concat_tables([p.select(self.data_columns + [KEY, PARTITION, FILE_ID, KIND, SEQ]) for p in parts])
         return out.append_column(WRITE_TASK, self.write_plan.tags(out[FILE_ID]))
 
@@ -232,7 +229,7 @@ class BucketAssigner:
                 if slot[1] <= 0:
                     slots["open"].pop(0)
         file_ids = pc.take(pa.array(ids, pa.string()), pa.array(np.repeat(np.arange(len(ids)), repeats)))
-        return _routed(inserts, None, file_ids, INSERT)
+        return _routed(inserts, None, file_ids, RecordKind.INSERT)
 
     def _save(self, inserts, indexes, deltas):
         """The new locations of the chunk's inserts into the index state of their key groups (encoded once for the

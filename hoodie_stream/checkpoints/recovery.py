@@ -19,7 +19,7 @@ from ..format.reader import HoodieTable
 from ..format.rollback import finish_pending_rollbacks, rollback_instant
 from ..format.runs import run_ends
 from ..format.timeline import Timeline
-from ..streaming_sink.key_by import key_group_expr
+from ..chain.key_groups import key_group_expr
 from . import index_state
 
 WRITE_ACTIONS = ("deltacommit", "commit", "replacecommit")

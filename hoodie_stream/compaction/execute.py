@@ -22,9 +22,9 @@ from ..format.avro_schema import with_meta_fields
 from ..format.base_file import BaseFileWriter
 from ..format.commit_metadata import WriteStat
 from ..format.file_names import base_file_name, parse_log_file_name, write_token
-from ..format.log_format import BlockType, HeaderKey
+from ..format.log_block import ROLLBACK_COMMAND, BlockType, HeaderKey
 from ..format.log_reader import read_log_file
-from ..format.log_scanner import ROLLBACK_COMMAND, block_versions
+from ..format.log_scanner import block_versions
 from ..format.markers import create_marker
 from ..format.merge import KEY, Version, merge, merge_mode
 from ..format.reader import HoodieTable

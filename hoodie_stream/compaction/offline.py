@@ -5,7 +5,7 @@ import sys
 
 from ..format.table_config import TableConfig
 from ..format.timeline import Timeline
-from ..streaming_sink.options import parse_compaction_options
+from ..options import parse_compaction_options
 from . import clean
 from .plan import schedule_compaction
 from .service import recover, run_pending_compactions

@@ -19,7 +19,8 @@ import uuid
 
 from ..format.timeline import Timeline
 from . import clean
-from .commit import revert_to_requested, run_compaction
+from .commit import revert_to_requested
+from .run import run_compaction
 from .plan import pending_plans, schedule_compaction
 
 log = logging.getLogger("hoodie_stream.compaction")

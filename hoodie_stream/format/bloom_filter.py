@@ -190,6 +190,3 @@ class BloomFilter:
         return cls.from_bytes(base64.b64decode(text))
 
 
-def bloom_filter_for_keys(keys, **kwargs):
-    """A DYNAMIC_V0 filter holding keys (pa.Array or list of str)."""
-    return BloomFilter(**kwargs).add_keys(keys)

@@ -1,4 +1,4 @@
-"""Read a log file into blocks the way Hudi's HoodieLogFileReader does, and write log files atomically.
+"""Read a log file into blocks the way Hudi's HoodieLogFileReader does.
 
 A block is corrupt when its blockSize cannot be read, runs past the end of the file, disagrees with the
 trailing length (which counts the magic too), or is not followed by another magic or end of file (fewer than
@@ -6,20 +6,10 @@ trailing length (which counts the magic too), or is not followed by another magi
 next `#HUDI#` magic (or EOF), where reading resumes.
 """
 
-import io
-import os
 import struct
-import uuid
 
 from .errors import HoodieFormatError
-from .log_format import (
-    MAGIC,
-    MIN_BLOCK_SIZE,
-    BlockType,
-    LogBlock,
-    decode_block_at,
-    write_block,
-)
+from .log_block import MAGIC, MIN_BLOCK_SIZE, BlockType, LogBlock, decode_block_at
 
 
 def _int32(value):
@@ -71,40 +61,3 @@ def read_log_file(path):
     with open(path, "rb") as f:
         data = f.read()
     return read_log_blocks(data, str(path))
-
-
-def encode_log_file(blocks):
-    out = io.BytesIO()
-    for block in blocks:
-        write_block(out, block)
-    return out.getvalue()
-
-
-def write_log_file(path, blocks):
-    """Write `blocks` as a new log file via a temporary name + rename; returns the file size.
-
-    Refuses to overwrite an existing file (every write makes a new log version).
-    """
-    path = str(path)
-    if os.path.exists(path):
-        raise HoodieFormatError(f"{path}: log file already exists; write a new log version instead")
-    directory, name = os.path.split(path)
-    # The temporary name starts with '_' so that no reader takes it for a log or base file.
-    tmp = os.path.join(directory, f"_tmp_{uuid.uuid4().hex}_{name.lstrip('.')}.writing")
-    try:
-        size = 0
-        with open(tmp, "wb") as f:
-            for block in blocks:  # a large block is never joined into one buffer
-                size += write_block(f, block)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            raise HoodieFormatError(f"{path}: log file already exists; write a new log version instead") from None
-        except OSError:
-            os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return size

@@ -9,18 +9,11 @@ import json
 
 from .avro_codec import decode_records
 from .errors import HoodieFormatError
-from .log_format import (
-    BlockType,
-    HeaderKey,
-    parse_delete_content,
-    read_parquet_content,
-    split_avro_data_content,
-)
+from .data_block import read_parquet_content, split_avro_data_content
+from .delete_block import parse_delete_content
+from .log_block import ROLLBACK_COMMAND, BlockType, HeaderKey
 from .log_reader import read_log_file
 from .merge import Version, delete_version
-
-ROLLBACK_COMMAND = "0"
-
 
 def valid_blocks(log_paths, counts):
     """Blocks of the log files in order, keeping those whose instant passes `counts(instant)`."""

@@ -19,16 +19,10 @@ from .base_file import write_base_file
 from .chunked_take import RowTaker
 from .commit_metadata import WriteStat
 from .file_names import base_file_name, log_file_name, parse_log_file_name, write_token
-from .log_format import (
-    BlockType,
-    HeaderKey,
-    LogBlock,
-    avro_data_header,
-    avro_data_records,
-    delete_content,
-    delete_content_arrow,
-)
-from .log_reader import write_log_file
+from .data_block import avro_data_header, avro_data_records
+from .delete_block import delete_content, delete_content_arrow
+from .log_block import BlockType, HeaderKey, LogBlock
+from .log_writer import write_log_file
 from .markers import create_marker
 
 COMMIT_TIME, SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME = META_FIELDS

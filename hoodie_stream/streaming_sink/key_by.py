@@ -2,9 +2,7 @@
 
 It builds every record's key and partition path with the table's key generator, checks the record (key present,
 ordering value present), marks deletes, and leaves the key-group hash and the shuffle to Spark
-(`pmod(xxhash64(key), key groups)`). Key groups go to the bucket-assign tasks in contiguous ranges, as Flink
-assigns key groups to operator instances (key group * tasks // key groups), delivered by a task tag
-(`task_tags.py`): each task gets the same number of key groups (within one).
+(`chain/key_groups.py`).
 """
 
 import numpy as np
@@ -13,41 +11,14 @@ import pyarrow.compute as pc
 
 from ..format.errors import HoodieKeyError
 from ..format.keygen import make_key_generator
-from . import worker_memory
-from .task_tags import task_tags
-
-KEY = "_hoodie_record_key"
-PARTITION = "_hoodie_partition_path"
-IS_DELETED = "_hoodie_is_deleted"
-DELETE = "__hs_delete"
-SEQ = "__hs_seq"
-KEY_GROUP = "__hs_key_group"
-ASSIGN_TASK = "__hs_assign_task"
-
-
-def operator_index(key_group, key_groups, num_tasks):
-    """The bucket-assign task of a key group (Flink's KeyGroupRangeAssignment)."""
-    return key_group * num_tasks // key_groups
-
-
-def key_group_expr(key_groups, column=KEY):
-    """Spark SQL: the key group of the record key in `column` (Spark's xxhash64, seed 42). The index state is
-    stored by key group, so this must never change."""
-    return f"cast(pmod(xxhash64(`{column}`), {key_groups}) as int)"
-
-
-def assign_task_expr(key_groups, num_tasks):
-    """Spark SQL: the task tag of a row's key group, for `repartition(num_tasks, ...)`."""
-    tags = task_tags(num_tasks)
-    by_group = ", ".join(str(tags[operator_index(kg, key_groups, num_tasks)]) for kg in range(key_groups))
-    return f"element_at(array({by_group}), {key_group_expr(key_groups)} + 1)"
-
+from ..chain import worker_memory
+from ..chain.columns import CHAIN_PREFIX, DELETE, IS_DELETED, KEY, PARTITION, SEQ
 
 def describe_row(table, row, limit=6):
     """A short text of one record for error messages: its first columns and values."""
     values = []
     for name in table.column_names[:limit]:
-        if name.startswith("__hs_"):
+        if name.startswith(CHAIN_PREFIX):
             continue
         value = table[name][row].as_py()
         text = repr(value)

@@ -11,7 +11,10 @@ import os
 import shutil
 
 
-from ..bucket_assign.assigner import FILE_ID, KIND, BucketAssigner
+from ..bucket_assign.assigner import BucketAssigner
+from ..bucket_assign.write_tasks import WritePlan, recent_loads
+from ..chain.columns import ASSIGN_TASK, DELETE, FILE_ID, KEY, KEY_GROUP, KIND, PARTITION, SEQ, WRITE_TASK
+from ..chain.key_groups import assign_task_expr, key_group_expr
 from ..bucket_assign.small_files import average_record_size, recent_write_commits, small_file_profile
 from ..checkpoints import recovery
 from ..checkpoints.batch_checkpoint import last_batch_id, writer_identifier
@@ -22,10 +25,9 @@ from ..format.errors import HoodieConfigError, HoodieError, HoodieTableError
 from ..format.merge import merge_mode
 from ..format.writer import HoodieWriter, table_avro_schema
 from . import coordinator
-from .key_by import ASSIGN_TASK, DELETE, KEY, KEY_GROUP, PARTITION, SEQ, KeyBy, assign_task_expr, key_group_expr
-from .options import parse_options
+from ..options import parse_options
+from .key_by import KeyBy
 from .write_function import RESULT_SCHEMA, StreamWriteFunction
-from .write_tasks import WRITE_TASK, WritePlan, recent_loads
 
 log = logging.getLogger("hoodie_stream")
 

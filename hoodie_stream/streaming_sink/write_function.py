@@ -18,20 +18,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pympler import asizeof
 
-from ..bucket_assign.assigner import (
-    DELETE_NATURAL,
-    DELETE_ORDERED,
-    FILE_ID,
-    INSERT,
-    KIND,
-)
 from ..format.file_names import write_token
 from ..format.fs_view import FileSystemView, list_file_groups
 from ..format.runs import runs
 from ..format.timeline import Timeline
 from ..format.write_handles import append_log
-from . import worker_memory
-from .key_by import KEY, PARTITION, SEQ
+from ..chain import worker_memory
+from ..chain.columns import FILE_ID, KEY, KIND, PARTITION, SEQ, RecordKind
 
 SAMPLE_RATE = 0.01
 RELEASE_AFTER_BYTES = 8 * 1024 * 1024
@@ -206,7 +199,7 @@ class BufferedWriter:
         table = pa.concat_tables(bucket.tables)
         bucket.tables = []
         kinds = table[KIND]
-        is_delete = pc.or_(pc.equal(kinds, DELETE_ORDERED), pc.equal(kinds, DELETE_NATURAL))
+        is_delete = pc.or_(pc.equal(kinds, RecordKind.DELETE_ORDERED), pc.equal(kinds, RecordKind.DELETE_NATURAL))
         if pc.any(is_delete).as_py():
             data = table.filter(pc.invert(is_delete))
             dels = table.filter(is_delete)
@@ -226,9 +219,9 @@ class BufferedWriter:
             if self.fn.ordering_field and self.fn.ordering_field in dels.column_names:
                 # deletes applied by arrival (a key that moved partition) carry no ordering value
                 values = dels[self.fn.ordering_field]
-                ordering = pc.if_else(pc.equal(dels[KIND], DELETE_NATURAL), pa.scalar(None, values.type), values)
+                ordering = pc.if_else(pc.equal(dels[KIND], RecordKind.DELETE_NATURAL), pa.scalar(None, values.type), values)
             deletes = (dels[KEY], ordering)
-        inserts = pc.sum(pc.equal(table[KIND], INSERT)).as_py() or 0
+        inserts = pc.sum(pc.equal(table[KIND], RecordKind.INSERT)).as_py() or 0
         return append_log(self.fn.base, self.fn.instant, bucket.partition, file_id, base_instant,
                           self.fn.avro_schema, records=records, keys=keys, deletes=deletes, token=self.token,
                           task_id=self.task, base_file=base_file, num_inserts=inserts, new_file_group=new_group,

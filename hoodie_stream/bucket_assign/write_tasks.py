@@ -16,10 +16,8 @@ import heapq
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..bucket_assign.small_files import owner_task
-from .task_tags import task_tags
-
-WRITE_TASK = "__hs_write_task"
+from ..chain.task_tags import task_tags
+from .small_files import owner_task
 
 
 def recent_loads(commits):
