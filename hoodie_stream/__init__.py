@@ -1,6 +1,6 @@
 """hoodie-stream: Apache Hudi merge-on-read tables (table version 6) written from Spark Structured Streaming."""
 
-from .format.errors import HoodieError
+from .errors import HoodieError
 from .format.reader import HoodieTable
 from .format.writer import HoodieWriter
 from .streaming_sink.sink import HoodieStreamSink

@@ -3,7 +3,7 @@
 import math
 from dataclasses import dataclass, field
 
-from .format.errors import HoodieConfigError
+from .errors import HoodieConfigError
 
 # name -> (default, parser)
 _BOOL = "bool"

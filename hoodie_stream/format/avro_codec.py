@@ -29,7 +29,7 @@ from .avro_schema import (
     parse_avro_schema,
     split_union,
 )
-from .errors import HoodieFormatError
+from ..errors import HoodieFormatError
 
 EMPTY = pa.scalar(b"", pa.large_binary())
 _U64 = np.uint64

@@ -7,7 +7,7 @@ import os
 
 import fastavro
 
-from .errors import HoodieFormatError
+from ..errors import HoodieFormatError
 
 NAMESPACE = "org.apache.hudi.avro.model"
 

@@ -15,7 +15,7 @@ import json
 
 import pyarrow as pa
 
-from .errors import HoodieFormatError
+from ..errors import HoodieFormatError
 
 META_FIELDS = [
     "_hoodie_commit_time",

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .bloom_filter import TYPE_CODE, BloomFilter
-from .errors import HoodieFormatError
+from ..errors import HoodieFormatError
 
 try:
     from .avro_schema import META_FIELDS

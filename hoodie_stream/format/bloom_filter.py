@@ -11,7 +11,7 @@ import struct
 
 import numpy as np
 
-from .errors import HoodieFormatError
+from ..errors import HoodieFormatError
 from .string_buffers import utf8_buffers
 
 TYPE_CODE = "DYNAMIC_V0"

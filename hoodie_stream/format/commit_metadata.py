@@ -5,7 +5,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from .errors import HoodieFormatError
+from ..errors import HoodieFormatError
 
 NULL_COMMIT = "null"
 

@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 # pyarrow.parquet is imported by the functions that use it: the write chain's workers never need to load it
-from .errors import HoodieFormatError
+from ..errors import HoodieFormatError
 from .log_block import CONTENT_VERSION
 
 

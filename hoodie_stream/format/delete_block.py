@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .avro_models import DELETE_RECORD_LIST_SCHEMA, WRAPPERS
-from .errors import HoodieFormatError
+from ..errors import HoodieFormatError
 from .log_block import CONTENT_VERSION
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import HoodieConfigError, HoodieKeyError
+from ..errors import HoodieConfigError, HoodieKeyError
 
 DEFAULT_PARTITION_PATH = "__HIVE_DEFAULT_PARTITION__"
 NULL_PLACEHOLDER = "__null__"

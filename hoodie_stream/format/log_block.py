@@ -11,7 +11,7 @@ import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from .errors import HoodieFormatError
+from ..errors import HoodieFormatError
 
 MAGIC = b"#HUDI#"
 LOG_FORMAT_VERSION = 1

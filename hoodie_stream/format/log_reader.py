@@ -8,7 +8,7 @@ next `#HUDI#` magic (or EOF), where reading resumes.
 
 import struct
 
-from .errors import HoodieFormatError
+from ..errors import HoodieFormatError
 from .log_block import MAGIC, MIN_BLOCK_SIZE, BlockType, LogBlock, decode_block_at
 
 

@@ -4,7 +4,7 @@ import io
 import os
 import uuid
 
-from .errors import HoodieFormatError
+from ..errors import HoodieFormatError
 from .log_block import write_block
 
 

@@ -8,7 +8,7 @@ MERGE (rewritten base file) or APPEND (log file; named after the log file). Time
 import os
 import shutil
 
-from .errors import HoodieFormatError
+from ..errors import HoodieFormatError
 
 IO_TYPES = ("CREATE", "MERGE", "APPEND")
 MARKER_EXTN = ".marker"

@@ -7,7 +7,7 @@ import pyarrow.compute as pc
 
 from .avro_schema import META_FIELDS, avro_to_arrow_schema
 from .base_file import read_base_file
-from .errors import HoodieError
+from ..errors import HoodieError
 from .fs_view import FileSlice, FileSystemView
 from .keygen import make_key_generator
 from .log_scanner import slice_versions

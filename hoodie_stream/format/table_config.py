@@ -5,7 +5,7 @@ import uuid
 import zlib
 
 from . import java_properties
-from .errors import HoodieTableError
+from ..errors import HoodieTableError
 
 PROPERTIES_FILE = "hoodie.properties"
 BACKUP_FILE = "hoodie.properties.backup"

@@ -7,7 +7,7 @@ import uuid
 
 from .avro_models import read_container
 from .commit_metadata import CommitMetadata
-from .errors import HoodieFormatError, HoodieTimelineError
+from ..errors import HoodieFormatError, HoodieTimelineError
 from .instant import COMMIT_ACTIONS, COMPLETED, INFLIGHT, REQUESTED, STATE_ORDER, Instant, new_instant_time
 
 _TIMESTAMP = re.compile(r"^\d{14}(\d{3})?$")

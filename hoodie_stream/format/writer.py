@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from .avro_schema import arrow_to_avro_schema, avro_to_arrow_schema
 from .commit_metadata import CommitMetadata
-from .errors import HoodieError, HoodieTimelineError
+from ..errors import HoodieError, HoodieTimelineError
 from .file_names import new_file_id
 from .keygen import make_key_generator
 from .markers import delete_markers

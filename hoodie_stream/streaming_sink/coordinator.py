@@ -13,11 +13,11 @@ from ..checkpoints import index_state
 from ..checkpoints.batch_checkpoint import checkpoint_metadata
 from ..checkpoints.recovery import INDEX_MARK
 from ..format.commit_metadata import WriteStat
-from ..format.errors import HoodieError
+from ..errors import HoodieError
 from ..format.markers import list_markers
 from ..format.rollback import files_of_instant, rollback_instant
 
-_TASK_ERROR = re.compile(r"hoodie_stream\.format\.errors\.(Hoodie\w*Error): (.+)")
+_TASK_ERROR = re.compile(r"hoodie_stream\.errors\.(Hoodie\w*Error): (.+)")
 
 
 class BatchResult:
@@ -111,7 +111,7 @@ def task_error(exc):
     if not found:
         return None
     name, message = found[-1]
-    from ..format import errors
+    from .. import errors
 
     cls = getattr(errors, name, HoodieError)
     return cls(message.strip())

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..format.errors import HoodieKeyError
+from ..errors import HoodieKeyError
 from ..format.keygen import make_key_generator
 from ..chain import worker_memory
 from ..chain.columns import CHAIN_PREFIX, DELETE, IS_DELETED, KEY, PARTITION, SEQ

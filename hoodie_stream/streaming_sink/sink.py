@@ -21,7 +21,7 @@ from ..checkpoints.batch_checkpoint import last_batch_id, writer_identifier
 from ..compaction.plan import pending_file_groups
 from ..compaction.service import TableServices
 from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema
-from ..format.errors import HoodieConfigError, HoodieError, HoodieTableError
+from ..errors import HoodieConfigError, HoodieError, HoodieTableError
 from ..format.merge import merge_mode
 from ..format.writer import HoodieWriter, table_avro_schema
 from . import coordinator

@@ -1,0 +1,124 @@
+"""The storage interface: the only way the project reads, writes, lists or deletes files.
+
+A `Storage` is rooted at one URI (a table's base path, or a cache directory); every path it takes is relative to
+that root and checked by `paths.check_relative`, so nothing outside the root can be touched. The operations are what
+Hudi's commit protocol needs, stated so that an object store can provide them without rename:
+
+- `read` / `read_range` / `open_input`: whole objects, byte ranges, and a seekable file for parquet readers;
+- `write`: put a whole object (atomic: readers see the old object or the new one, never a part);
+- `create`: create-if-absent (raises `HoodieObjectExistsError` when the object exists; the one primitive the
+  timeline, markers and writer locks stand on);
+- `open_output`: a file to write an object through (seekable; it appears atomically when the block ends, and, with
+  `create=True`, only if nothing is there yet);
+- `list` (with sizes and modification times), `exists`, `size`, `delete`, `delete_tree`;
+- `local_file`: the escape hatch for what must be memory-mapped (the index state): a local path to the object,
+  through a local cache when the store is remote.
+Directories are not objects: they exist while something is in them, and writes create them as needed.
+Storages are picklable (they travel to Spark tasks with the operators that use them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import IO, Iterable, Iterator
+
+from .paths import join
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One object under a storage root: its relative path, size in bytes and modification time (epoch seconds)."""
+
+    path: str
+    size: int
+    mtime: float
+
+    @property
+    def name(self) -> str:
+        return self.path.rpartition("/")[2]
+
+
+class Storage:
+    """Base class of storages; see the module docstring. Subclasses implement the methods that raise here."""
+
+    uri: str
+
+    # -- reading ---------------------------------------------------------------------------------------------
+    def read(self, path: str) -> bytes:
+        raise NotImplementedError
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        raise NotImplementedError
+
+    def open_input(self, path: str) -> IO[bytes]:
+        """A seekable binary file to read the object (for readers that seek, as parquet's)."""
+        raise NotImplementedError
+
+    def exists(self, path: str) -> bool:
+        raise NotImplementedError
+
+    def size(self, path: str) -> int:
+        raise NotImplementedError
+
+    def list(self, path: str = "", recursive: bool = False) -> list[FileInfo]:
+        """Objects directly in directory `path` (or anywhere under it), sorted by path; [] if there are none."""
+        raise NotImplementedError
+
+    def list_dirs(self, path: str = "") -> list[str]:
+        """Names of the directories directly in `path`, sorted."""
+        raise NotImplementedError
+
+    # -- writing ---------------------------------------------------------------------------------------------
+    def write(self, path: str, data: bytes | Iterable[bytes]) -> int:
+        """Put a whole object (replacing one that exists), atomically; returns its size."""
+        with self.open_output(path) as f:
+            return _write_all(f, data)
+
+    def create(self, path: str, data: bytes | Iterable[bytes] = b"") -> int:
+        """Create an object only if none exists at `path` (else HoodieObjectExistsError); returns its size."""
+        with self.open_output(path, create=True) as f:
+            return _write_all(f, data)
+
+    @contextlib.contextmanager
+    def open_output(self, path: str, create: bool = False) -> Iterator[IO[bytes]]:
+        """A seekable binary file whose content becomes the object at `path` when the block ends without an
+        error (nothing appears otherwise). With `create`, HoodieObjectExistsError if the object exists by then."""
+        raise NotImplementedError
+        yield
+
+    def delete(self, path: str) -> bool:
+        """Delete an object; False when there was none."""
+        raise NotImplementedError
+
+    def delete_tree(self, path: str) -> None:
+        """Delete every object under directory `path` (nothing when there is none)."""
+        raise NotImplementedError
+
+    # -- local files -----------------------------------------------------------------------------------------
+    def local_file(self, path: str) -> str:
+        """A local file system path holding the object's bytes, for memory-mapping."""
+        raise NotImplementedError
+
+    # -- navigation ------------------------------------------------------------------------------------------
+    def child(self, path: str) -> Storage:
+        """A storage rooted at directory `path` of this one."""
+        raise NotImplementedError
+
+    def uri_of(self, path: str) -> str:
+        """The URI of an object, for messages and for metadata that records full paths."""
+        return join(self.uri.rstrip("/"), path) if path else self.uri
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.uri!r})"
+
+
+def _write_all(f: IO[bytes], data: bytes | Iterable[bytes]) -> int:
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        f.write(data)
+        return len(data)
+    size = 0
+    for part in data:
+        f.write(part)
+        size += len(part)
+    return size
