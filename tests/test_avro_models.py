@@ -11,7 +11,7 @@ from conftest import LOG_FILES, v6_table_zips
 from hoodie_stream.format import avro_models
 from hoodie_stream.format.avro_models import (SCHEMAS, container_schema, container_sync, read_container, schema,
                                               write_container)
-from hoodie_stream.format.errors import HoodieFormatError
+from hoodie_stream.errors import HoodieFormatError
 
 V6 = [p.stem for p in v6_table_zips()]
 

@@ -15,7 +15,7 @@ from hoodie_stream.format.avro_schema import (
     parse_avro_schema,
     with_meta_fields,
 )
-from hoodie_stream.format.errors import HoodieFormatError
+from hoodie_stream.errors import HoodieFormatError
 
 
 def _compact(schema):

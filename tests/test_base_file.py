@@ -6,6 +6,7 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from storage_helpers import at
 
 from hoodie_stream.format.base_file import (
     META_FIELDS, read_base_file, read_bloom_filter, read_footer, write_base_file,
@@ -44,11 +45,11 @@ def test_write_read_round_trip_and_footers(tmp_path):
     table = sample_table()
     path = tmp_path / NAME
     schema_json = json.dumps({"type": "record", "name": "r", "fields": []})
-    size = write_base_file(path, table, avro_schema_json=schema_json)
+    size = write_base_file(*at(path), table, avro_schema_json=schema_json)
     assert size == os.path.getsize(path)
     assert os.listdir(tmp_path) == [NAME]
 
-    back = read_base_file(path)
+    back = read_base_file(*at(path))
     assert back.column_names[:5] == META_FIELDS
     assert back.column_names[5:] == ["id", "name", "amount", "ts", "day", "tags", "attrs", "nested"]
     assert back.select(META_FIELDS).equals(table.select(META_FIELDS))
@@ -57,7 +58,7 @@ def test_write_read_round_trip_and_footers(tmp_path):
     for col in ("id", "name", "amount", "day", "tags", "attrs", "nested"):
         assert back[col].to_pylist() == table[col].to_pylist(), col
 
-    footer = read_footer(path)
+    footer = read_footer(*at(path))
     keys = table["_hoodie_record_key"].to_pylist()
     assert footer["org.apache.hudi.bloomfilter"] == model_serialize(keys)
     assert footer["hoodie_bloom_filter_type_code"] == "DYNAMIC_V0"
@@ -65,7 +66,7 @@ def test_write_read_round_trip_and_footers(tmp_path):
     assert footer["hoodie_max_record_key"] == max(keys)
     assert footer["parquet.avro.schema"] == schema_json
     assert footer["writer.model.name"] == "avro"
-    bf = read_bloom_filter(path)
+    bf = read_bloom_filter(*at(path))
     assert all(bf.might_contain(k) for k in keys)
 
     pf = pq.ParquetFile(path)
@@ -79,9 +80,9 @@ def test_write_read_round_trip_and_footers(tmp_path):
 
 def test_compression_option_and_filters(tmp_path):
     path = tmp_path / NAME
-    write_base_file(path, sample_table(20), compression="snappy")
+    write_base_file(*at(path), sample_table(20), compression="snappy")
     assert pq.ParquetFile(path).metadata.row_group(0).column(0).compression == "SNAPPY"
-    got = read_base_file(path, columns=["_hoodie_record_key", "id"], filters=[("id", "<", 3)])
+    got = read_base_file(*at(path), columns=["_hoodie_record_key", "id"], filters=[("id", "<", 3)])
     assert got.column_names == ["_hoodie_record_key", "id"]
     assert sorted(got["id"].to_pylist()) == [0, 1, 2]
 
@@ -92,15 +93,15 @@ def test_no_meta_fields_skips_key_footers(tmp_path):
     for name in META_FIELDS[:4]:
         table = table.set_column(table.column_names.index(name), name, nulls)
     path = tmp_path / NAME
-    write_base_file(path, table)
-    footer = read_footer(path)
+    write_base_file(*at(path), table)
+    footer = read_footer(*at(path))
     assert "org.apache.hudi.bloomfilter" not in footer and "hoodie_min_record_key" not in footer
     assert "parquet.avro.schema" not in footer
 
 
 def test_missing_meta_columns_rejected(tmp_path):
     with pytest.raises(Exception, match="meta columns"):
-        write_base_file(tmp_path / NAME, pa.table({"id": [1]}))
+        write_base_file(*at(tmp_path / NAME), pa.table({"id": [1]}))
     assert os.listdir(tmp_path) == []
 
 
@@ -108,8 +109,8 @@ def test_java_string_order_for_key_range(tmp_path):
     keys = ["\U0001F600", "\uFFFD", "a"]
     table = sample_table(3).set_column(
         sample_table(3).column_names.index("_hoodie_record_key"), "_hoodie_record_key", pa.array(keys))
-    write_base_file(tmp_path / NAME, table)
-    footer = read_footer(tmp_path / NAME)
+    write_base_file(*at(tmp_path / NAME), table)
+    footer = read_footer(*at(tmp_path / NAME))
     # Java compares UTF-16 code units: the surrogate pair (0xD83D...) sorts before U+FFFD
     assert footer["hoodie_min_record_key"] == "a"
     assert footer["hoodie_max_record_key"] == "\uFFFD"
@@ -120,9 +121,9 @@ def test_hudi_rs_reads_rewritten_fixture_table(fixture_table):
     before = rs_read(base)
     files = [p for p in base.rglob("*.parquet") if ".hoodie" not in p.parts]
     for path in files:
-        original = read_footer(path)
-        write_base_file(path, read_base_file(path), avro_schema_json=original.get("parquet.avro.schema"))
-        rewritten = read_footer(path)
+        original = read_footer(*at(path))
+        write_base_file(*at(path), read_base_file(*at(path)), avro_schema_json=original.get("parquet.avro.schema"))
+        rewritten = read_footer(*at(path))
         for key in ("org.apache.hudi.bloomfilter", "hoodie_min_record_key", "hoodie_max_record_key",
                     "hoodie_bloom_filter_type_code", "parquet.avro.schema", "writer.model.name"):
             assert rewritten[key] == original[key], (path, key)

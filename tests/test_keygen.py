@@ -5,11 +5,12 @@ import zoneinfo
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from storage_helpers import at
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import v6_table_zips
-from hoodie_stream.format.errors import HoodieConfigError, HoodieKeyError
+from hoodie_stream.errors import HoodieConfigError, HoodieKeyError
 from hoodie_stream.format.java_properties import load as load_properties
 from hoodie_stream.format.keygen import (
     ComplexKeyGenerator, NonpartitionedKeyGenerator, SimpleKeyGenerator, TimestampBasedKeyGenerator,
@@ -99,7 +100,7 @@ def test_fixture_parquet_log_blocks(fixture_table):
             continue
         kg = make_key_generator(props)
         for log in base.rglob(".*.log.*"):
-            for block in read_log_file(log):
+            for block in read_log_file(*at(log)):
                 if block.block_type != BlockType.PARQUET_DATA:
                     continue
                 t = read_parquet_content(block.content)

@@ -8,11 +8,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from storage_helpers import at
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from conftest import LOG_FILES, v6_table_zips
 
-from hoodie_stream.format.errors import HoodieFormatError
+from hoodie_stream.errors import HoodieFormatError
 from hoodie_stream.format.file_names import log_sort_key, parse_log_file_name
 from hoodie_stream.format.data_block import (
     avro_data_content,
@@ -56,7 +57,7 @@ def fastavro_count(block):
 
 def check_round_trip(path):
     data = Path(path).read_bytes()
-    blocks = read_log_file(path)
+    blocks = read_log_file(*at(path))
     assert blocks
     assert encode_log_file(blocks) == data
     for block in blocks:
@@ -98,12 +99,12 @@ def test_fixture_log_files_round_trip(path):
 
 
 def test_fixture_delete_and_rollback_contents():
-    delete = read_log_file(next(p for p in FIXTURE_LOGS if p.parent.name == "valid_log_delete"))[0]
+    delete = read_log_file(*at(next(p for p in FIXTURE_LOGS if p.parent.name == "valid_log_delete")))[0]
     entries = parse_delete_content(delete.content, with_wrapper=True)
     assert all(part == "city=san_francisco" and val == ("IntWrapper", 0) for _k, part, val in entries)
     assert delete_content([e[0] for e in entries], [e[1] for e in entries], [0] * 3, wrapper="int") == delete.content
     rollback_path = next(p for p in FIXTURE_LOGS if p.parent.name == "valid_log_rollback")
-    block = read_log_file(rollback_path)[0]
+    block = read_log_file(*at(rollback_path))[0]
     made = rollback_command_block(block.header[HeaderKey.INSTANT_TIME], block.header[HeaderKey.TARGET_INSTANT_TIME])
     assert encode_block(made) == rollback_path.read_bytes()
 
@@ -129,7 +130,7 @@ def test_fixture_table_logs_against_hudi(zip_path, fixture_table):
         previous = reader.read_file_slice_from_paths(base_file, [])
         rolled_back = set()
         for k, rel in enumerate(rel_logs):
-            blocks = read_log_file(base / rel)
+            blocks = read_log_file(*at(base / rel))
             current = reader.read_file_slice_from_paths(base_file, rel_logs[:k + 1])
             counted = [b for b in blocks if b.block_type != BlockType.COMMAND
                        and _completed(base, b.instant_time) and b.instant_time not in rolled_back]
@@ -252,13 +253,13 @@ def test_parquet_content_round_trip():
 def test_write_log_file_round_trip(tmp_path):
     blocks = sample_blocks()
     path = tmp_path / ".f1-0_20250101000000000.log.1_0-1-2"
-    size = write_log_file(path, blocks)
+    size = write_log_file(*at(path), blocks)
     assert size == path.stat().st_size
     assert [f.name for f in tmp_path.iterdir()] == [path.name]
-    read = read_log_file(path)
+    read = read_log_file(*at(path))
     assert [(b.block_type, b.header, b.content) for b in read] == [(b.block_type, b.header, b.content) for b in blocks]
     with pytest.raises(HoodieFormatError):
-        write_log_file(path, blocks)
+        write_log_file(*at(path), blocks)
 
 
 def strip(blocks):
@@ -359,9 +360,9 @@ def test_streamed_block_content_is_written_byte_identical(tmp_path):
     assert encode_log_file([_streamed(b) for b in blocks]) == eager
     assert encode_log_file([blocks[0], _streamed(blocks[1]), blocks[2]]) == eager
     path = tmp_path / ".f1-0_20250101000000000.log.1_0-1-2"
-    assert write_log_file(path, [_streamed(b) for b in blocks]) == len(eager)
+    assert write_log_file(*at(path), [_streamed(b) for b in blocks]) == len(eager)
     assert path.read_bytes() == eager
-    read = read_log_file(path)
+    read = read_log_file(*at(path))
     assert [(b.block_type, b.content) for b in read] == [(b.block_type, b.content) for b in blocks]
     empty = LogBlock(BlockType.AVRO_DATA, blocks[0].header, iter(()), {})
     assert encode_log_file([empty]) == encode_block(LogBlock(BlockType.AVRO_DATA, blocks[0].header, b"", {}))

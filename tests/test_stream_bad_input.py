@@ -6,7 +6,7 @@ import os
 import pytest
 
 from hoodie_stream import HoodieStreamSink, HoodieTable
-from hoodie_stream.format.errors import HoodieConfigError, HoodieError, HoodieKeyError, HoodieTableError
+from hoodie_stream.errors import HoodieConfigError, HoodieError, HoodieKeyError, HoodieTableError
 from stream_model import OPTIONS, SCHEMA_DDL
 
 

@@ -1,3 +1,4 @@
+from storage_helpers import at
 """Crash safety: the streaming query runs in a child process (tests/crash_child.py) that is SIGKILLed at seeded
 random moments and restarted from the same checkpoint location; at every crash point readers see exactly the
 batches committed so far, and after the final run the table equals the plain-Python model.
@@ -386,7 +387,7 @@ def check_files(base):
         for name in files:
             rel = name if rel_root == "." else f"{rel_root}/{name}"
             if parse_log_file_name(name) is not None:
-                instants = {b.instant_time for b in read_log_file(os.path.join(root, name))}
+                instants = {b.instant_time for b in read_log_file(*at(os.path.join(root, name)))}
                 assert instants <= done, f"{rel}: blocks of instants {sorted(instants - done)} that never completed"
                 assert rel in listed, f"{rel}: no completed commit lists this log file"
             elif parse_base_file_name(name) is not None:

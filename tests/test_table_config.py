@@ -5,7 +5,7 @@ import pytest
 
 from conftest import v6_table_zips, TABLE_ZIPS
 from hoodie_stream.format import java_properties
-from hoodie_stream.format.errors import HoodieTableError
+from hoodie_stream.errors import HoodieTableError
 from hoodie_stream.format.partition_metadata import read_partition_metadata, write_partition_metadata
 from hoodie_stream.format.table_config import TableConfig, checksum
 
@@ -20,7 +20,7 @@ def _props_path(base):
 @pytest.mark.parametrize("name", V6 + V8)
 def test_properties_round_trip(fixture_table, name):
     path = _props_path(fixture_table(name))
-    props = java_properties.load(path)
+    props = java_properties.load_bytes(open(path, "rb").read())
     assert props["hoodie.table.name"]
     assert int(props["hoodie.table.checksum"]) == checksum(props)
     assert java_properties.loads(java_properties.dumps(props, "x")) == props

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from hoodie_stream.format.errors import HoodieTableError
+from hoodie_stream.errors import HoodieTableError
 from hoodie_stream.format.reader import HoodieTable
 from hoodie_stream.format.writer import HoodieWriter
 from oracle import assert_same_rows, rs_read

@@ -55,7 +55,7 @@ def test_key_groups_go_to_their_range_of_tasks(spark):
 def test_key_groups_option_is_bounded(tmp_path):
     import pytest
 
-    from hoodie_stream.format.errors import HoodieConfigError
+    from hoodie_stream.errors import HoodieConfigError
 
     base = {"hoodie.table.name": "t", "hoodie.datasource.write.recordkey.field": "id"}
     assert HoodieStreamSink(str(tmp_path / "a"), {**base, "hoodie.stream.index.key.groups": "32768"})

@@ -4,7 +4,7 @@ import threading
 import pytest
 
 from conftest import v6_table_zips
-from hoodie_stream.format.errors import HoodieTimelineError
+from hoodie_stream.errors import HoodieTimelineError
 from hoodie_stream.format.instant import Instant, new_instant_time
 from hoodie_stream.format.timeline import Timeline
 

@@ -1,21 +1,16 @@
 """Parquet base files: meta columns first, then data columns; Hudi footer metadata (bloom filter, key range)."""
 
-import os
-import uuid
+import contextlib
 
 import pyarrow as pa
 
 # pyarrow.parquet is imported by the functions that use it: the write chain's workers never need to load it
 import pyarrow.compute as pc
 
-from .bloom_filter import TYPE_CODE, BloomFilter
 from ..errors import HoodieFormatError
-
-try:
-    from .avro_schema import META_FIELDS
-except ImportError:  # avro_schema not present yet
-    META_FIELDS = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
-                   "_hoodie_partition_path", "_hoodie_file_name"]
+from ..storage import storage_for
+from .avro_schema import META_FIELDS
+from .bloom_filter import TYPE_CODE, BloomFilter
 
 BLOOM_FILTER_KEY = "org.apache.hudi.bloomfilter"
 BLOOM_TYPE_CODE_KEY = "hoodie_bloom_filter_type_code"
@@ -63,9 +58,10 @@ def _ordered(table):
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
-def write_base_file(path, table, *, record_key_col="_hoodie_record_key", avro_schema_json=None,
+def write_base_file(storage, path, table, *, record_key_col="_hoodie_record_key", avro_schema_json=None,
                     compression=DEFAULT_COMPRESSION, bloom_filter=True):
-    """Write table (meta columns are moved first) as a Hudi base file via a temp name + rename.
+    """Write table (meta columns are moved first) as a Hudi base file at `path` (relative to the storage root),
+    atomically.
 
     Footers: bloom filter + min/max record key (when bloom_filter and the key column is populated),
     parquet.avro.schema and writer.model.name=avro when avro_schema_json is given. Timestamps are stored as
@@ -73,7 +69,7 @@ def write_base_file(path, table, *, record_key_col="_hoodie_record_key", avro_sc
     Returns the size in bytes of the written file.
     """
     import pyarrow.parquet as pq
-    path = os.fspath(path)
+    storage = storage_for(storage)
     table = _ordered(table)
     meta = dict(table.schema.metadata or {})
     keys = table[record_key_col]
@@ -83,66 +79,62 @@ def write_base_file(path, table, *, record_key_col="_hoodie_record_key", avro_sc
         meta[AVRO_SCHEMA_KEY.encode()] = avro_schema_json.encode()
         meta[WRITER_MODEL_KEY.encode()] = b"avro"
     table = table.replace_schema_metadata(meta)
-    directory, name = os.path.split(path)
-    tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-    try:
-        pq.write_table(
-            table, tmp,
-            compression=compression,
-            coerce_timestamps="us",
-            allow_truncated_timestamps=True,
-            store_decimal_as_integer=True,
-            use_compliant_nested_type=True,
-            write_statistics=True,
-        )
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    return os.path.getsize(path)
+    with storage.open_output(path) as f:
+        pq.write_table(table, f, **_WRITE_OPTIONS, compression=compression)
+        f.flush()
+        return f.tell()
 
 
-def read_base_file(path, columns=None, filters=None):
+_WRITE_OPTIONS = {"coerce_timestamps": "us", "allow_truncated_timestamps": True, "store_decimal_as_integer": True,
+                  "use_compliant_nested_type": True, "write_statistics": True}
+
+
+def read_base_file(storage, path, columns=None, filters=None):
     """Read a base file as an Arrow table (optionally a column subset / pyarrow filters)."""
     import pyarrow.parquet as pq
-    return pq.read_table(os.fspath(path), columns=columns, filters=filters)
+    with storage_for(storage).open_input(path) as f:
+        return pq.read_table(f, columns=columns, filters=filters)
 
 
-def read_footer(path):
-    """Key/value footer metadata of a parquet file as str -> str."""
+def parquet_file(storage, path):
+    """A `pyarrow.parquet.ParquetFile` of the base file at `path`, to read row groups or batches; close it (it is a
+    context manager) to release the file."""
     import pyarrow.parquet as pq
-    md = pq.ParquetFile(os.fspath(path)).metadata.metadata or {}
+    return pq.ParquetFile(storage_for(storage).open_input(path))
+
+
+def read_footer(storage, path):
+    """Key/value footer metadata of a parquet file as str -> str."""
+    with parquet_file(storage, path) as pf:
+        md = pf.metadata.metadata or {}
     return {k.decode("utf-8"): v.decode("utf-8") for k, v in md.items()}
 
 
-def read_bloom_filter(path):
+def read_bloom_filter(storage, path):
     """The file's bloom filter, or None when the footer has none."""
-    text = read_footer(path).get(BLOOM_FILTER_KEY)
+    text = read_footer(storage, path).get(BLOOM_FILTER_KEY)
     return BloomFilter.deserialize(text) if text else None
 
 
 class BaseFileWriter:
     """Write a base file in chunks (bounded memory): row groups as they come, Hudi footers at close.
 
-    The bloom filter and min/max record key accumulate over the chunks; the file appears under its name only
-    when close() succeeds (temp name + rename). abort() removes the temp file.
+    The bloom filter and min/max record key accumulate over the chunks; the file appears under its name only when
+    close() succeeds (the storage's atomic output). abort() discards it.
     """
 
-    def __init__(self, path, schema, *, avro_schema_json=None, compression=DEFAULT_COMPRESSION):
+    def __init__(self, storage, path, schema, *, avro_schema_json=None, compression=DEFAULT_COMPRESSION):
         import pyarrow.parquet as pq
-        self.path = os.fspath(path)
-        directory, name = os.path.split(self.path)
-        self.tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+        self.storage = storage_for(storage)
+        self.path = path
         self.schema = _ordered(schema.empty_table()).schema
         self.avro_schema_json = avro_schema_json
         self.bloom = BloomFilter()
         self.min_key = self.max_key = None
         self.rows = 0
-        self._writer = pq.ParquetWriter(
-            self.tmp, self.schema, compression=compression, coerce_timestamps="us",
-            allow_truncated_timestamps=True, store_decimal_as_integer=True, use_compliant_nested_type=True,
-            write_statistics=True)
+        self._output = contextlib.ExitStack()
+        self._file = self._output.enter_context(self.storage.open_output(path))
+        self._writer = pq.ParquetWriter(self._file, self.schema, compression=compression, **_WRITE_OPTIONS)
 
     def write(self, table):
         if table.num_rows == 0:
@@ -150,7 +142,7 @@ class BaseFileWriter:
         table = _ordered(table).cast(self.schema)
         keys = table["_hoodie_record_key"].combine_chunks()
         if keys.null_count:
-            raise HoodieFormatError(f"{self.path}: records need a non-null _hoodie_record_key")
+            raise HoodieFormatError(f"{self.storage.uri_of(self.path)}: records need a non-null _hoodie_record_key")
         self.bloom.add_keys(keys)
         low, high = key_range(keys)
         if self.min_key is None or _java_less(low, self.min_key):
@@ -161,6 +153,7 @@ class BaseFileWriter:
         self.rows += table.num_rows
 
     def close(self):
+        """Finish the file; returns its size in bytes."""
         meta = {BLOOM_FILTER_KEY: self.bloom.serialize(), BLOOM_TYPE_CODE_KEY: TYPE_CODE}
         if self.min_key is not None:
             meta[MIN_KEY], meta[MAX_KEY] = self.min_key, self.max_key
@@ -170,19 +163,21 @@ class BaseFileWriter:
         try:
             self._writer.add_key_value_metadata(meta)
             self._writer.close()
-            os.replace(self.tmp, self.path)
+            self._file.flush()
+            size = self._file.tell()
         except BaseException:
             self.abort()
             raise
-        return os.path.getsize(self.path)
+        self._output.close()
+        return size
 
     def abort(self):
         try:
             self._writer.close()
         except Exception:
             pass
-        if os.path.exists(self.tmp):
-            os.remove(self.tmp)
+        # leaving the output with an error discards the file
+        self._output.__exit__(HoodieFormatError, HoodieFormatError("aborted"), None)
 
 
 def _java_less(a, b):

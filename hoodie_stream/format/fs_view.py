@@ -8,9 +8,9 @@ Visibility follows Java Hudi's file-system view:
 - which log blocks count (completed instants, rollback command blocks) is decided when the slice is read.
 """
 
-import os
 from dataclasses import dataclass, field
 
+from ..storage import join, storage_for
 from .file_names import log_sort_key, parse_base_file_name, parse_log_file_name
 from .timeline import Timeline
 
@@ -22,22 +22,35 @@ class FileSlice:
     base_instant: str
     base_file: str | None = None
     log_files: list = field(default_factory=list)  # LogFileName tuples, in log order
+    sizes: dict = field(default_factory=dict, compare=False)  # file name -> bytes, as listed
+
+    @property
+    def base_size(self):
+        return self.sizes.get(self.base_file, 0) if self.base_file else 0
+
+    @property
+    def log_sizes(self):
+        return [self.sizes.get(lf.name, 0) for lf in self.log_files]
+
+    @property
+    def file_size(self):
+        """Bytes of the slice's base file and log files."""
+        return self.base_size + sum(self.log_sizes)
 
     def log_file_names(self):
         return [lf.name for lf in self.log_files]
 
     def relative(self, name):
-        return f"{self.partition}/{name}" if self.partition else name
+        """The path of one of this slice's files relative to the table root."""
+        return join(self.partition, name)
 
-    def base_file_path(self, base):
-        return os.path.join(base, self.relative(self.base_file)) if self.base_file else None
+    @property
+    def base_file_path(self):
+        return self.relative(self.base_file) if self.base_file else None
 
-    def log_file_paths(self, base):
-        return [os.path.join(base, self.relative(lf.name)) for lf in self.log_files]
-
-    def file_size(self, base):
-        paths = self.log_file_paths(base) + ([self.base_file_path(base)] if self.base_file else [])
-        return sum(os.path.getsize(p) for p in paths if os.path.exists(p))
+    @property
+    def log_file_paths(self):
+        return [self.relative(lf.name) for lf in self.log_files]
 
 
 @dataclass
@@ -46,34 +59,35 @@ class FileGroup:
     file_id: str
     base_files: dict = field(default_factory=dict)  # base instant -> base file name
     log_files: dict = field(default_factory=dict)  # base instant -> [LogFileName]
+    sizes: dict = field(default_factory=dict, compare=False)  # file name -> bytes, as listed
 
     def base_instants(self):
         return sorted(set(self.base_files) | set(self.log_files))
 
 
-def list_partitions(base):
-    """Relative paths of every directory under base (outside .hoodie) that holds data files."""
+def list_partitions(storage):
+    """Relative paths of every directory under the table root (outside dot-directories such as .hoodie) that holds
+    data files."""
+    storage = storage_for(storage)
     found = []
-    for root, dirs, files in os.walk(base):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        if any(parse_base_file_name(f) or parse_log_file_name(f) for f in files):
-            rel = os.path.relpath(root, base)
-            found.append("" if rel == "." else rel.replace(os.sep, "/"))
+    pending = [""]
+    while pending:
+        path = pending.pop()
+        if any(parse_base_file_name(f.name) or parse_log_file_name(f.name) for f in storage.list(path)):
+            found.append(path)
+        pending.extend(join(path, d) for d in storage.list_dirs(path) if not d.startswith("."))
     return sorted(found)
 
 
-def list_file_groups(base, partition):
+def list_file_groups(storage, partition):
     """Every file group of one partition, with all its files (no visibility filtering)."""
     groups = {}
-    directory = os.path.join(base, partition) if partition else base
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
-    for name in names:
+    for info in storage_for(storage).list(partition):
+        name = info.name
         parsed = parse_base_file_name(name)
         if parsed is not None:
             group = groups.setdefault(parsed.file_id, FileGroup(partition, parsed.file_id))
+            group.sizes[name] = info.size
             previous = group.base_files.get(parsed.instant)
             # Two base files of one instant: a retried task; Java keeps the one the commit names.
             group.base_files[parsed.instant] = name if previous is None else min(previous, name)
@@ -81,6 +95,7 @@ def list_file_groups(base, partition):
         parsed = parse_log_file_name(name)
         if parsed is not None and not parsed.is_cdc:
             group = groups.setdefault(parsed.file_id, FileGroup(partition, parsed.file_id))
+            group.sizes[name] = info.size
             group.log_files.setdefault(parsed.base_instant, []).append(parsed)
     return [groups[k] for k in sorted(groups)]
 
@@ -88,9 +103,9 @@ def list_file_groups(base, partition):
 class FileSystemView:
     """File slices of a table as of an instant (default: the latest completed one)."""
 
-    def __init__(self, base, timeline=None, as_of=None):
-        self.base = str(base)
-        self.timeline = timeline or Timeline(self.base)
+    def __init__(self, storage, timeline=None, as_of=None):
+        self.storage = storage_for(storage)
+        self.timeline = timeline or Timeline(self.storage)
         self.as_of = as_of
         completed = self.timeline.commits_timeline()
         self.committed = {i.timestamp for i in completed if as_of is None or i.timestamp <= as_of}
@@ -114,13 +129,13 @@ class FileSystemView:
 
     def partitions(self):
         if self._partitions is None:
-            self._partitions = list_partitions(self.base)
+            self._partitions = list_partitions(self.storage)
         return self._partitions
 
     def file_groups(self, partition=None):
         parts = self.partitions() if partition is None else [partition]
         for p in parts:
-            for group in list_file_groups(self.base, p):
+            for group in list_file_groups(self.storage, p):
                 if (p, group.file_id) not in self.replaced:
                     yield group
 
@@ -137,7 +152,7 @@ class FileSystemView:
                 continue
             if base_name is None and not logs:
                 continue  # a base file of an uncommitted write, nothing else
-            result.append(FileSlice(group.partition, group.file_id, instant, base_name, logs))
+            result.append(FileSlice(group.partition, group.file_id, instant, base_name, logs, group.sizes))
         return result
 
     def latest_slices(self, partition=None):
@@ -152,4 +167,4 @@ class FileSystemView:
             with_base = [s for s in self.slices(group) if s.base_file]
             if with_base:
                 s = with_base[-1]
-                yield FileSlice(s.partition, s.file_id, s.base_instant, s.base_file, [])
+                yield FileSlice(s.partition, s.file_id, s.base_instant, s.base_file, [], s.sizes)

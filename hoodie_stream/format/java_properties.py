@@ -89,10 +89,9 @@ def loads(text):
     return props
 
 
-def load(path):
-    """Read a .properties file (ISO-8859-1, as Java reads it)."""
-    with open(path, "rb") as f:
-        return loads(f.read().decode("latin-1"))
+def load_bytes(data):
+    """Parse the bytes of a .properties file (ISO-8859-1, as Java reads it)."""
+    return loads(data.decode("latin-1"))
 
 
 def _unicode(c):

@@ -9,6 +9,7 @@ next `#HUDI#` magic (or EOF), where reading resumes.
 import struct
 
 from ..errors import HoodieFormatError
+from ..storage import storage_for
 from .log_block import MAGIC, MIN_BLOCK_SIZE, BlockType, LogBlock, decode_block_at
 
 
@@ -56,8 +57,8 @@ def read_log_blocks(data, path=""):
     return blocks
 
 
-def read_log_file(path):
-    """All blocks of the log file at `path` (see module docstring for corrupt blocks)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    return read_log_blocks(data, str(path))
+def read_log_file(storage, path):
+    """All blocks of the log file at `path` (relative to the storage root; see the module docstring for corrupt
+    blocks)."""
+    storage = storage_for(storage)
+    return read_log_blocks(storage.read(path), storage.uri_of(path))

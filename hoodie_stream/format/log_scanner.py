@@ -15,11 +15,11 @@ from .log_block import ROLLBACK_COMMAND, BlockType, HeaderKey
 from .log_reader import read_log_file
 from .merge import Version, delete_version
 
-def valid_blocks(log_paths, counts):
+def valid_blocks(storage, log_paths, counts):
     """Blocks of the log files in order, keeping those whose instant passes `counts(instant)`."""
     kept = []
     for path in log_paths:
-        for block in read_log_file(path):
+        for block in read_log_file(storage, path):
             if block.block_type == BlockType.CORRUPT:
                 continue
             instant = block.header.get(HeaderKey.INSTANT_TIME)
@@ -63,6 +63,7 @@ def _natural(wrapped):
     return wrapped[1]
 
 
-def slice_versions(log_paths, counts, ordering_field=None, ordering_type=None):
-    return block_versions(valid_blocks(log_paths, counts), ordering_field, ordering_type)
+def slice_versions(storage, log_paths, counts, ordering_field=None, ordering_type=None):
+    """Merge versions of the blocks that count in the log files at `log_paths` (relative to the storage root)."""
+    return block_versions(valid_blocks(storage, log_paths, counts), ordering_field, ordering_type)
 

@@ -1,10 +1,9 @@
 """Write log files: every write is a new log file version, created atomically and never overwritten."""
 
 import io
-import os
-import uuid
 
-from ..errors import HoodieFormatError
+from ..errors import HoodieFormatError, HoodieObjectExistsError
+from ..storage import storage_for
 from .log_block import write_block
 
 
@@ -15,31 +14,14 @@ def encode_log_file(blocks):
     return out.getvalue()
 
 
-def write_log_file(path, blocks):
-    """Write `blocks` as a new log file via a temporary name + rename; returns the file size.
-
-    Refuses to overwrite an existing file (every write makes a new log version).
-    """
-    path = str(path)
-    if os.path.exists(path):
-        raise HoodieFormatError(f"{path}: log file already exists; write a new log version instead")
-    directory, name = os.path.split(path)
-    # The temporary name starts with '_' so that no reader takes it for a log or base file.
-    tmp = os.path.join(directory, f"_tmp_{uuid.uuid4().hex}_{name.lstrip('.')}.writing")
+def write_log_file(storage, path, blocks):
+    """Write `blocks` as a new log file at `path` (relative to the storage root), created if absent and never
+    overwritten (every write makes a new log version); returns the file size. A large block is never joined into one
+    buffer: it is written as it is encoded."""
+    storage = storage_for(storage)
     try:
-        size = 0
-        with open(tmp, "wb") as f:
-            for block in blocks:  # a large block is never joined into one buffer
-                size += write_block(f, block)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            raise HoodieFormatError(f"{path}: log file already exists; write a new log version instead") from None
-        except OSError:
-            os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return size
+        with storage.open_output(path, create=True) as f:
+            return sum(write_block(f, block) for block in blocks)
+    except HoodieObjectExistsError:
+        raise HoodieFormatError(f"{storage.uri_of(path)}: log file already exists; write a new log version instead") \
+            from None

@@ -5,18 +5,17 @@ MERGE (rewritten base file) or APPEND (log file; named after the log file). Time
 (`MARKERS.type` + `MARKERS0..N`, newline-separated marker names) are read too.
 """
 
-import os
-import shutil
-
 from ..errors import HoodieFormatError
+from ..storage import join, storage_for
 
 IO_TYPES = ("CREATE", "MERGE", "APPEND")
 MARKER_EXTN = ".marker"
 MARKERS_TYPE_FILE = "MARKERS.type"
 
 
-def marker_dir(base, instant):
-    return os.path.join(str(base), ".hoodie", ".temp", instant)
+def marker_dir(instant):
+    """The marker directory of an instant, relative to the table root."""
+    return f".hoodie/.temp/{instant}"
 
 
 def marker_name(data_file, io_type):
@@ -34,33 +33,29 @@ def parse_marker_name(rel):
     return head, io_type
 
 
-def create_marker(base, instant, data_file, io_type):
-    """Create the marker of `data_file` (path relative to base, '/'-separated); returns the marker path."""
-    path = os.path.join(marker_dir(base, instant), *marker_name(data_file, io_type).split("/"))
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "ab"):
-        pass
+def create_marker(storage, instant, data_file, io_type):
+    """Create the marker of `data_file` (path relative to the table root, '/'-separated); returns the marker's path
+    relative to the root. Creating an existing marker again (a retried task) is harmless."""
+    path = join(marker_dir(instant), marker_name(data_file, io_type))
+    storage_for(storage).write(path, b"")
     return path
 
 
-def list_markers(base, instant):
+def list_markers(storage, instant):
     """Sorted (relative data file path, IO type) of every marker of `instant`; [] if there is none."""
-    root = marker_dir(base, instant)
-    if not os.path.isdir(root):
-        return []
+    storage = storage_for(storage)
+    root = marker_dir(instant)
+    files = storage.list(root, recursive=True)
     found = set()
-    if os.path.exists(os.path.join(root, MARKERS_TYPE_FILE)):
-        for name in os.listdir(root):
-            if name.startswith("MARKERS") and name != MARKERS_TYPE_FILE:
-                with open(os.path.join(root, name), encoding="utf-8") as f:
-                    for line in f.read().splitlines():
-                        if line.strip():
-                            found.add(_parse_or_fail(line.strip(), os.path.join(root, name)))
+    if any(f.name == MARKERS_TYPE_FILE for f in files):
+        for f in files:
+            if f.name.startswith("MARKERS") and f.name != MARKERS_TYPE_FILE:
+                for line in storage.read(f.path).decode("utf-8").splitlines():
+                    if line.strip():
+                        found.add(_parse_or_fail(line.strip(), storage.uri_of(f.path)))
         return sorted(found)
-    for directory, _dirs, files in os.walk(root):
-        for name in files:
-            rel = os.path.relpath(os.path.join(directory, name), root).replace(os.sep, "/")
-            found.add(_parse_or_fail(rel, os.path.join(directory, name)))
+    for f in files:
+        found.add(_parse_or_fail(f.path[len(root) + 1:], storage.uri_of(f.path)))
     return sorted(found)
 
 
@@ -71,6 +66,6 @@ def _parse_or_fail(rel, where):
     return parsed
 
 
-def delete_markers(base, instant):
+def delete_markers(storage, instant):
     """Remove the marker directory of `instant` (no error if absent)."""
-    shutil.rmtree(marker_dir(base, instant), ignore_errors=True)
+    storage_for(storage).delete_tree(marker_dir(instant))

@@ -13,6 +13,7 @@ from .keygen import make_key_generator
 from .log_scanner import slice_versions
 from .merge import KEY, Version, merge, merge_mode
 from .table_config import TableConfig
+from ..storage import storage_for
 from .timeline import Timeline
 
 QUERY_TYPES = ("snapshot", "read_optimized", "incremental")
@@ -30,10 +31,12 @@ _FILTER_OPS = {
 class HoodieTable:
     """A Hudi table on the local file system, read through the project's own file-system view and merger."""
 
-    def __init__(self, base):
-        self.base = str(base)
-        self.config = TableConfig.load(self.base)
-        self.timeline = Timeline(self.base)
+    def __init__(self, path):
+        """`path`: the table's base path (a local path or `file://` URI) or a `Storage` rooted at it."""
+        self.storage = storage_for(path)
+        self.path = self.storage.uri
+        self.config = TableConfig.load(self.storage)
+        self.timeline = Timeline(self.storage)
         self._keygen = None
 
     @property
@@ -53,15 +56,12 @@ class HoodieTable:
     # -- schema ---------------------------------------------------------------------------------------------
     def avro_schema(self, as_of=None):
         """Data schema (no meta fields): from the latest completed commit that records one, else the create schema."""
-        for inst in reversed(self.timeline.commits_timeline()):
-            if as_of is not None and inst.timestamp > as_of:
-                continue
-            schema = self.timeline.read_commit_metadata(inst.timestamp).extra_metadata.get("schema")
-            if schema:
-                return json.loads(schema)
+        schema = self.timeline.latest_schema(as_of)
+        if schema:
+            return json.loads(schema)
         create = self.config.create_schema
         if not create:
-            raise HoodieError(f"{self.base}: the table has no schema (no commit records one, no create schema)")
+            raise HoodieError(f"{self.path}: the table has no schema (no commit records one, no create schema)")
         return json.loads(create) if isinstance(create, str) else create
 
     def arrow_schema(self, as_of=None, meta_fields=True):
@@ -97,7 +97,7 @@ class HoodieTable:
         schema = self.arrow_schema(as_of)
         if not self.timeline.commits_timeline():
             return schema.empty_table()
-        view = FileSystemView(self.base, self.timeline, as_of)
+        view = FileSystemView(self.storage, self.timeline, as_of)
         slices = view.latest_base_files() if read_optimized else view.latest_slices()
         committed = view.committed if window is None else (set(view.committed) & window)
         tables = []
@@ -119,9 +119,9 @@ class HoodieTable:
             mode = "COMMIT_TIME_ORDERING"
         versions = []
         if fs.base_file:
-            versions.append(Version(read_base_file(fs.base_file_path(self.base))))
+            versions.append(Version(read_base_file(self.storage, fs.base_file_path)))
         ordering_type = schema.field(ordering).type if ordering else None
-        versions += slice_versions(fs.log_file_paths(self.base), committed.__contains__, ordering, ordering_type)
+        versions += slice_versions(self.storage, fs.log_file_paths, committed.__contains__, ordering, ordering_type)
         if not self.meta_fields:
             versions = [self._with_generated_keys(v) for v in versions]
         return merge(versions, schema, mode, ordering, keep_deletes=keep_deletes)

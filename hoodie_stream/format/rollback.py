@@ -7,7 +7,6 @@ The rollback itself goes requested -> inflight -> completed with Hudi's Avro pla
 idempotent: an interrupted rollback is finished by `finish_pending_rollbacks`.
 """
 
-import os
 import time
 
 from .avro_models import read_container, write_container
@@ -15,18 +14,19 @@ from .file_names import parse_base_file_name, parse_log_file_name
 from .fs_view import list_partitions
 from .instant import Instant
 from .markers import delete_markers, list_markers
+from ..storage import storage_for
 
 
-def files_of_instant(base, ts):
+def files_of_instant(storage, ts):
     """Relative paths of the data files a (failed) instant wrote."""
-    found = set(path for path, _io in list_markers(base, ts))
-    for partition in list_partitions(base):
-        directory = os.path.join(base, partition) if partition else base
-        for name in os.listdir(directory):
-            parsed_base = parse_base_file_name(name)
-            parsed_log = parse_log_file_name(name)
+    storage = storage_for(storage)
+    found = set(path for path, _io in list_markers(storage, ts))
+    for partition in list_partitions(storage):
+        for info in storage.list(partition):
+            parsed_base = parse_base_file_name(info.name)
+            parsed_log = parse_log_file_name(info.name)
             if (parsed_base and parsed_base.instant == ts) or (parsed_log and parsed_log.base_instant == ts):
-                found.add(f"{partition}/{name}" if partition else name)
+                found.add(info.path)
     return sorted(found)
 
 
@@ -35,9 +35,9 @@ def _split(rel):
     return partition, name
 
 
-def rollback_plan(base, instant):
+def rollback_plan(storage, instant):
     requests = {}
-    for rel in files_of_instant(base, instant.timestamp):
+    for rel in files_of_instant(storage, instant.timestamp):
         partition, name = _split(rel)
         parsed = parse_base_file_name(name) or parse_log_file_name(name)
         file_id = parsed.file_id if parsed else ""
@@ -48,7 +48,7 @@ def rollback_plan(base, instant):
             "filesToBeDeleted": [],
             "logBlocksToBeDeleted": {},
         })
-        req["filesToBeDeleted"].append(os.path.join(base, rel))
+        req["filesToBeDeleted"].append(storage.uri_of(rel))
     return {
         "instantToRollback": {"commitTime": instant.timestamp, "action": instant.action},
         "RollbackRequests": list(requests.values()),
@@ -56,15 +56,32 @@ def rollback_plan(base, instant):
     }
 
 
-def rollback_instant(base, timeline, instant):
+def rollback_instant(storage, timeline, instant):
     """Roll back one pending instant (requested or inflight)."""
-    plan = rollback_plan(base, instant)
+    storage = storage_for(storage)
+    plan = rollback_plan(storage, instant)
     ts = timeline.create_new("rollback", write_container("HoodieRollbackPlan", plan))
     timeline.transition_to_inflight(ts, "rollback", b"")
-    _execute(base, timeline, ts, plan)
+    _execute(storage, timeline, ts, plan)
 
 
-def _execute(base, timeline, ts, plan):
+def rollback_if_pending(storage, timeline, ts):
+    """Roll back the instant at `ts` when it is pending (requested or inflight); True when it was."""
+    timeline.reload()
+    inst = timeline.get(ts)
+    if inst is None or inst.is_completed:
+        return False
+    rollback_instant(storage, timeline, inst)
+    return True
+
+
+def _relative(storage, path):
+    """A path of a rollback plan (a URI of a file in the table, or a path relative to it) relative to the root."""
+    root = storage.uri.rstrip("/") + "/"
+    return path[len(root):] if path.startswith(root) else path
+
+
+def _execute(storage, timeline, ts, plan):
     started = time.time()
     target = plan["instantToRollback"]
     partitions = {}
@@ -78,14 +95,11 @@ def _execute(base, timeline, ts, plan):
             "logFilesFromFailedCommit": {},
         })
         for path in req["filesToBeDeleted"]:
-            try:
-                os.remove(path)
-            except FileNotFoundError:
-                pass
+            storage.delete(_relative(storage, path))
             meta["successDeleteFiles"].append(path)
             deleted += 1
     timeline.delete_instant_files(target["commitTime"], target["action"])
-    delete_markers(base, target["commitTime"])
+    delete_markers(storage, target["commitTime"])
     metadata = {
         "startRollbackTime": ts,
         "timeTakenInMillis": int((time.time() - started) * 1000),
@@ -99,13 +113,13 @@ def _execute(base, timeline, ts, plan):
     timeline.reload()
 
 
-def finish_pending_rollbacks(base, timeline):
+def finish_pending_rollbacks(storage, timeline):
     """Complete rollbacks a crash interrupted (their plan says what to delete; deleting again is harmless)."""
     done = []
     for inst in timeline.pending(["rollback"]):
         plan = read_container(timeline.read_bytes(Instant(inst.timestamp, "rollback", "requested")))
         if inst.state == "requested":
             timeline.transition_to_inflight(inst.timestamp, "rollback", b"")
-        _execute(base, timeline, inst.timestamp, plan)
+        _execute(storage_for(storage), timeline, inst.timestamp, plan)
         done.append(inst.timestamp)
     return done

@@ -4,11 +4,11 @@ from .fs_view import FileSystemView
 from .reader import HoodieTable
 
 
-def table_summary(base):
-    table = HoodieTable(base)
+def table_summary(path):
+    table = HoodieTable(path)
     cfg = table.config
     lines = [
-        f"table {cfg.table_name!r} at {table.base}",
+        f"table {cfg.table_name!r} at {table.path}",
         f"  type {cfg.table_type}, version {cfg.props.get('hoodie.table.version')}, "
         f"record key {','.join(cfg.record_key_fields)}, precombine {cfg.precombine_field or '-'}, "
         f"partitions {','.join(cfg.partition_fields) or '-'}",
@@ -25,7 +25,7 @@ def table_summary(base):
     pending = table.timeline.pending()
     if pending:
         lines.append("  pending: " + ", ".join(f"{i.timestamp}.{i.action}.{i.state}" for i in pending))
-    slices = list(FileSystemView(base, table.timeline).latest_slices())
+    slices = list(FileSystemView(table.storage, table.timeline).latest_slices())
     logs = sum(len(s.log_files) for s in slices)
     with_base = sum(1 for s in slices if s.base_file)
     lines.append(f"  file groups: {len(slices)} ({with_base} with a base file, {logs} log files in latest slices)")

@@ -1,14 +1,16 @@
 """hoodie.properties: create, load (with Java's backup fallback), validate."""
 
-import os
-import uuid
 import zlib
 
+from ..errors import HoodieObjectExistsError, HoodieObjectNotFoundError, HoodieStorageError, HoodieTableError
+from ..storage import storage_for
 from . import java_properties
-from ..errors import HoodieTableError
 
+HOODIE_DIR = ".hoodie"
 PROPERTIES_FILE = "hoodie.properties"
 BACKUP_FILE = "hoodie.properties.backup"
+PROPERTIES_PATH = f"{HOODIE_DIR}/{PROPERTIES_FILE}"
+BACKUP_PATH = f"{HOODIE_DIR}/{BACKUP_FILE}"
 TABLE_VERSION = "6"
 MERGER_STRATEGY_ID = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
 REQUIRED_KEYS = ("hoodie.table.name", "hoodie.table.type", "hoodie.table.version",
@@ -22,14 +24,13 @@ def checksum(props):
     return zlib.crc32(name.encode("utf-8"))
 
 
-def _read(path):
+def _read(storage, path):
     """Parse and checksum-validate one properties file; returns (props, None) or (None, reason)."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
+        data = storage.read(path)
+    except HoodieObjectNotFoundError:
         return None, "file is missing"
-    except OSError as e:
+    except (HoodieStorageError, OSError) as e:
         return None, f"cannot be read: {e}"
     try:
         props = java_properties.loads(data.decode("latin-1"))
@@ -59,26 +60,23 @@ def _list(value):
 class TableConfig:
     """The properties of one table (`props` is a plain dict of strings)."""
 
-    def __init__(self, base, props):
-        self.base = str(base)
+    def __init__(self, storage, props):
+        self.storage = storage_for(storage)
         self.props = props
 
     @property
-    def hoodie_dir(self):
-        return os.path.join(self.base, ".hoodie")
-
-    @property
     def path(self):
-        return os.path.join(self.hoodie_dir, PROPERTIES_FILE)
+        """The URI of hoodie.properties, for messages."""
+        return self.storage.uri_of(PROPERTIES_PATH)
 
     @classmethod
-    def load(cls, base):
-        """Load and validate <base>/.hoodie/hoodie.properties (falls back to hoodie.properties.backup)."""
-        hoodie = os.path.join(str(base), ".hoodie")
-        main = os.path.join(hoodie, PROPERTIES_FILE)
-        props, reason = _read(main)
+    def load(cls, storage):
+        """Load and validate `.hoodie/hoodie.properties` of the table (falls back to hoodie.properties.backup)."""
+        storage = storage_for(storage)
+        main = storage.uri_of(PROPERTIES_PATH)
+        props, reason = _read(storage, PROPERTIES_PATH)
         if props is None:
-            backup_props, backup_reason = _read(os.path.join(hoodie, BACKUP_FILE))
+            backup_props, backup_reason = _read(storage, BACKUP_PATH)
             if backup_props is None:
                 if backup_reason != "file is missing":
                     reason = f"{reason}; {BACKUP_FILE}: {backup_reason}"
@@ -93,17 +91,17 @@ class TableConfig:
         layout = props["hoodie.timeline.layout.version"].strip()
         if layout != "1":
             raise HoodieTableError(main, f"timeline layout version {layout} is not supported (only 1)")
-        return cls(base, props)
+        return cls(storage, props)
 
     @classmethod
-    def create(cls, base, *, table_name, record_key_fields, precombine_field, partition_fields, keygen_class,
+    def create(cls, storage, *, table_name, record_key_fields, precombine_field, partition_fields, keygen_class,
                hive_style, url_encode, payload_class, schema_avro, table_type="MERGE_ON_READ",
                database_name="default", extra=None):
-        """Initialise .hoodie/ (empty dirs + hoodie.properties); refuses an existing table."""
-        base = str(base)
-        hoodie = os.path.join(base, ".hoodie")
-        path = os.path.join(hoodie, PROPERTIES_FILE)
-        if os.path.exists(path) or os.path.exists(os.path.join(hoodie, BACKUP_FILE)):
+        """Initialise .hoodie/ (hoodie.properties, created if absent, and Hudi's empty directories where the storage
+        has directories); refuses an existing table."""
+        storage = storage_for(storage)
+        path = storage.uri_of(PROPERTIES_PATH)
+        if storage.exists(PROPERTIES_PATH) or storage.exists(BACKUP_PATH):
             raise HoodieTableError(path, "a table already exists here; refusing to overwrite hoodie.properties")
         if not table_name:
             raise HoodieTableError(path, "table_name is required")
@@ -137,14 +135,20 @@ class TableConfig:
             del props["hoodie.database.name"]
         props.update({k: str(v) for k, v in (extra or {}).items()})
         props["hoodie.table.checksum"] = str(checksum(props))
-        for d in EMPTY_DIRS:
-            os.makedirs(os.path.join(hoodie, d), exist_ok=True)
-        write_properties(path, props)
-        return cls(base, props)
+        make_dirs = getattr(storage, "make_dirs", None)
+        if make_dirs is not None:
+            for d in EMPTY_DIRS:
+                make_dirs(f"{HOODIE_DIR}/{d}")
+        try:
+            storage.create(PROPERTIES_PATH, properties_bytes(props))
+        except HoodieObjectExistsError:
+            raise HoodieTableError(path, "a table already exists here; refusing to overwrite hoodie.properties") \
+                from None
+        return cls(storage, props)
 
     def check_writable(self):
         """Refuse tables with a metadata table (a stale MDT would mislead Java readers)."""
-        if os.path.exists(os.path.join(self.hoodie_dir, "metadata")):
+        if self.storage.exists(f"{HOODIE_DIR}/metadata"):
             raise HoodieTableError(self.path, "table has a metadata table (.hoodie/metadata); writing is not supported")
         if self.props.get("hoodie.table.metadata.partitions", "").strip():
             raise HoodieTableError(self.path, "hoodie.table.metadata.partitions is set; writing is not supported")
@@ -208,12 +212,7 @@ class TableConfig:
         return self.props.get("hoodie.table.base.file.format", "PARQUET")
 
 
-def write_properties(path, props, comments=None):
-    """Write a properties file atomically (temp file + rename), Properties.store style."""
+def properties_bytes(props, comments=None):
+    """The bytes of a properties file, Properties.store style."""
     text = java_properties.dumps(props, java_properties.store_comment() if comments is None else comments)
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(text.encode("latin-1"))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    return text.encode("latin-1")

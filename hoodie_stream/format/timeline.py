@@ -1,15 +1,17 @@
 """The active timeline in .hoodie/ (layout version 1): listing, filtering, atomic state transitions."""
 
-import os
-import threading
 import re
-import uuid
+import threading
 
+from ..errors import HoodieObjectExistsError, HoodieObjectNotFoundError
+from ..storage import storage_for
 from .avro_models import read_container
 from .commit_metadata import CommitMetadata
 from ..errors import HoodieFormatError, HoodieTimelineError
 from .instant import COMMIT_ACTIONS, COMPLETED, INFLIGHT, REQUESTED, STATE_ORDER, Instant, new_instant_time
 
+HOODIE_DIR = ".hoodie"
+PROPERTIES_FILE = "hoodie.properties"
 _TIMESTAMP = re.compile(r"^\d{14}(\d{3})?$")
 
 
@@ -22,16 +24,15 @@ class Timeline:
     A completed compaction shows as Instant(T, "commit", "completed"); a pending one as action "compaction".
     """
 
-    def __init__(self, base):
-        self.base = str(base)
-        self.hoodie_dir = os.path.join(self.base, ".hoodie")
+    def __init__(self, storage):
+        self.storage = storage_for(storage)
+        self.hoodie_dir = self.storage.uri_of(HOODIE_DIR)
         self.instants = []
         self.reload()
 
     def reload(self):
-        try:
-            names = os.listdir(self.hoodie_dir)
-        except FileNotFoundError:
+        names = [f.name for f in self.storage.list(HOODIE_DIR)]
+        if not names and not self.storage.exists(HOODIE_DIR):
             raise HoodieTimelineError(f"{self.hoodie_dir}: no .hoodie directory") from None
         latest = {}
         for name in names:
@@ -46,7 +47,8 @@ class Timeline:
         return self
 
     def _path(self, name):
-        return os.path.join(self.hoodie_dir, name)
+        """The URI of a timeline file, for messages."""
+        return self.storage.uri_of(f"{HOODIE_DIR}/{name}")
 
     def completed(self, actions=None):
         return [i for i in self.instants if i.state == COMPLETED and (actions is None or i.action in actions)]
@@ -71,12 +73,11 @@ class Timeline:
         return any(i.timestamp == ts and i.state == COMPLETED for i in self.instants)
 
     def read_bytes(self, instant):
-        path = self._path(instant.file_name)
         try:
-            with open(path, "rb") as f:
-                return f.read()
-        except FileNotFoundError:
-            raise HoodieTimelineError(f"{path}: timeline file of {instant} does not exist") from None
+            return self.storage.read(f"{HOODIE_DIR}/{instant.file_name}")
+        except HoodieObjectNotFoundError:
+            raise HoodieTimelineError(f"{self._path(instant.file_name)}: timeline file of {instant} does not exist") \
+                from None
 
     def read_commit_metadata(self, ts):
         """CommitMetadata of the completed commit-like instant at ts."""
@@ -88,6 +89,17 @@ class Timeline:
                     raise HoodieFormatError(f"{self._path(inst.file_name)}: {e}") from None
         raise HoodieTimelineError(f"{self.hoodie_dir}: no completed commit at instant {ts}")
 
+    def latest_schema(self, as_of=None):
+        """The writer's Avro schema (JSON text) recorded by the newest completed commit (at or before `as_of`) that
+        records one, or None."""
+        for inst in reversed(self.commits_timeline()):
+            if as_of is not None and inst.timestamp > as_of:
+                continue
+            schema = self.read_commit_metadata(inst.timestamp).schema
+            if schema:
+                return schema
+        return None
+
     def read_avro(self, instant):
         data = self.read_bytes(instant)
         try:
@@ -98,27 +110,15 @@ class Timeline:
     # ------------------------------------------------------------------ transitions
 
     def _exists(self, ts, action, state):
-        return os.path.exists(self._path(Instant(ts, action, state).file_name))
+        return self.storage.exists(f"{HOODIE_DIR}/{Instant(ts, action, state).file_name}")
 
     def _write_new(self, instant, content):
-        """Create a timeline file atomically (temp file, fsync, hard link / rename); never overwrites."""
-        path = self._path(instant.file_name)
-        tmp = self._path(f".{instant.file_name}.{uuid.uuid4().hex}.tmp")
-        with open(tmp, "wb") as f:
-            f.write(content or b"")
-            f.flush()
-            os.fsync(f.fileno())
+        """Create a timeline file if absent (the storage's create-if-absent: never overwrites)."""
         try:
-            os.link(tmp, path)
-        except FileExistsError:
-            raise HoodieTimelineError(f"{path}: already exists; refusing to overwrite it") from None
-        except OSError:
-            if os.path.exists(path):
-                raise HoodieTimelineError(f"{path}: already exists; refusing to overwrite it") from None
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+            self.storage.create(f"{HOODIE_DIR}/{instant.file_name}", content or b"")
+        except HoodieObjectExistsError:
+            raise HoodieTimelineError(f"{self._path(instant.file_name)}: already exists; refusing to overwrite it") \
+                from None
         return instant
 
     def _check_not_completed(self, ts, action):
@@ -179,11 +179,8 @@ class Timeline:
             states.insert(0, COMPLETED)
         removed = []
         for state in states:
-            path = self._path(Instant(ts, action, state).file_name)
-            try:
-                os.remove(path)
-                removed.append(path)
-            except FileNotFoundError:
-                pass
+            name = Instant(ts, action, state).file_name
+            if self.storage.delete(f"{HOODIE_DIR}/{name}"):
+                removed.append(self._path(name))
         self.reload()
         return removed

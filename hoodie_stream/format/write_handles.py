@@ -6,7 +6,6 @@ found and removed.
 """
 
 import json
-import os
 import time
 
 import numpy as np
@@ -24,6 +23,7 @@ from .delete_block import delete_content, delete_content_arrow
 from .log_block import BlockType, HeaderKey, LogBlock
 from .log_writer import write_log_file
 from .markers import create_marker
+from ..storage import join, storage_for
 
 COMMIT_TIME, SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME = META_FIELDS
 ENCODE_CHUNK_BYTES = 1024 * 1024  # Arrow bytes of data encoded at a time when a log block is written
@@ -48,39 +48,28 @@ def with_meta_columns(data, keys, partition, instant, task_id, file_name, seq_st
     return pa.Table.from_arrays(arrays, names=names)
 
 
-def next_log_version(directory, file_id, base_instant):
+def _slice_logs(storage, partition, file_id, base_instant):
+    """The log files of one file slice in a partition listing: [(version, name)]."""
+    found = []
+    for info in storage.list(partition):
+        parsed = parse_log_file_name(info.name)
+        if parsed and parsed.file_id == file_id and parsed.base_instant == base_instant:
+            found.append((parsed.version, info.name))
+    return found
+
+
+def next_log_version(storage, partition, file_id, base_instant):
     """1 + the greatest version among the existing log files of (file_id, base_instant)."""
-    best = 0
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return 1
-    for name in names:
-        parsed = parse_log_file_name(name)
-        if parsed and parsed.file_id == file_id and parsed.base_instant == base_instant:
-            best = max(best, parsed.version)
-    return best + 1
+    return max((v for v, _name in _slice_logs(storage_for(storage), partition, file_id, base_instant)), default=0) + 1
 
 
-def slice_log_files(directory, file_id, base_instant):
-    names = []
-    for name in os.listdir(directory):
-        parsed = parse_log_file_name(name)
-        if parsed and parsed.file_id == file_id and parsed.base_instant == base_instant:
-            names.append(name)
-    return sorted(names)
-
-
-def _partition_dir(base, partition):
-    return os.path.join(base, partition) if partition else base
-
-
-def _relative(partition, name):
-    return f"{partition}/{name}" if partition else name
+def slice_log_files(storage, partition, file_id, base_instant):
+    """Sorted names of the log files of a file slice."""
+    return sorted(name for _v, name in _slice_logs(storage_for(storage), partition, file_id, base_instant))
 
 
 def append_log(
-    base,
+    storage,
     instant,
     partition,
     file_id,
@@ -105,10 +94,9 @@ def append_log(
     Returns the HoodieDeltaWriteStat of the file.
     """
     started = time.monotonic()
+    storage = storage_for(storage)
     token = token or write_token(task_id, 0, 0)
-    directory = _partition_dir(base, partition)
-    os.makedirs(directory, exist_ok=True)
-    version = next_log_version(directory, file_id, base_instant)
+    version = next_log_version(storage, partition, file_id, base_instant)
     name = log_file_name(file_id, base_instant, version, token)
     header_schema = with_meta_fields(avro_schema)
     schema_json = _dumps(header_schema)
@@ -132,13 +120,13 @@ def append_log(
         blocks.append(LogBlock(BlockType.DELETE, header, content, {}))
     if not blocks:
         return None
-    create_marker(base, instant, _relative(partition, name), "APPEND")
-    path = os.path.join(directory, name)
-    size = write_log_file(path, blocks)
-    logs = slice_log_files(directory, file_id, base_instant)
+    path = join(partition, name)
+    create_marker(storage, instant, path, "APPEND")
+    size = write_log_file(storage, path, blocks)
+    logs = slice_log_files(storage, partition, file_id, base_instant)
     return WriteStat(
         file_id=file_id,
-        path=_relative(partition, name),
+        path=path,
         prev_commit="null" if new_file_group else base_instant,
         num_writes=n_records,
         num_update_writes=n_records - num_inserts,
@@ -179,20 +167,21 @@ def _data_content(records, keys, order, partition, instant, task_id, file_id, he
         yield avro_data_records(buffer, offsets)
 
 
-def create_base(base, instant, partition, file_id, avro_schema, records, keys, token=None, task_id=0, prev_commit="null", io_type="CREATE"):
+def create_base(storage, instant, partition, file_id, avro_schema, records, keys, token=None, task_id=0,
+                prev_commit="null", io_type="CREATE"):
     """Write a base parquet file (meta columns, bloom filter and key range footers). Returns its WriteStat."""
     started = time.monotonic()
+    storage = storage_for(storage)
     token = token or write_token(task_id, 0, 0)
-    directory = _partition_dir(base, partition)
-    os.makedirs(directory, exist_ok=True)
     name = base_file_name(file_id, token, instant)
+    path = join(partition, name)
     table = with_meta_columns(records, keys, partition, instant, task_id, name)
-    create_marker(base, instant, _relative(partition, name), io_type)
-    size = write_base_file(os.path.join(directory, name), table, avro_schema_json=_dumps(with_meta_fields(avro_schema)))
+    create_marker(storage, instant, path, io_type)
+    size = write_base_file(storage, path, table, avro_schema_json=_dumps(with_meta_fields(avro_schema)))
     n = records.num_rows
     return WriteStat(
         file_id=file_id,
-        path=_relative(partition, name),
+        path=path,
         prev_commit=prev_commit,
         num_writes=n,
         num_update_writes=0,

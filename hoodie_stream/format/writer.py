@@ -21,7 +21,8 @@ from .file_names import new_file_id
 from .keygen import make_key_generator
 from .markers import delete_markers
 from .partition_metadata import write_partition_metadata
-from .rollback import finish_pending_rollbacks, rollback_instant
+from .rollback import rollback_if_pending
+from ..storage import storage_for
 from .table_config import TableConfig
 from .timeline import Timeline
 from .write_handles import append_log, create_base
@@ -44,17 +45,19 @@ def table_avro_schema(table_name, arrow_schema):
 class HoodieWriter:
     """Writes instants into one table (single writer)."""
 
-    def __init__(self, base):
-        self.base = str(base)
-        self.config = TableConfig.load(self.base)
+    def __init__(self, path):
+        """`path`: the table's base path (a local path or `file://` URI) or a `Storage` rooted at it."""
+        self.storage = storage_for(path)
+        self.path = self.storage.uri
+        self.config = TableConfig.load(self.storage)
         self.config.check_writable()
-        self.timeline = Timeline(self.base)
+        self.timeline = Timeline(self.storage)
         self.key_generator = make_key_generator(self.config.props)
 
     @classmethod
     def create(
         cls,
-        base,
+        path,
         *,
         table_name,
         record_key_fields,
@@ -81,8 +84,9 @@ class HoodieWriter:
                 keygen_class = KEYGENS["complex"]
         if payload_class is None:
             payload_class = DEFAULT_PAYLOAD if precombine_field else COMMIT_TIME_PAYLOAD
+        storage = storage_for(path)
         TableConfig.create(
-            base,
+            storage,
             table_name=table_name,
             record_key_fields=list(record_key_fields),
             precombine_field=precombine_field,
@@ -94,44 +98,27 @@ class HoodieWriter:
             schema_avro=json.dumps(avro, separators=(",", ":")),
             extra=extra,
         )
-        return cls(base)
+        return cls(storage)
 
     def avro_schema(self):
         """The current table schema (latest commit's, else the create schema)."""
-        for inst in reversed(self.timeline.commits_timeline()):
-            schema = self.timeline.read_commit_metadata(inst.timestamp).extra_metadata.get("schema")
-            if schema:
-                return json.loads(schema)
-        return json.loads(self.config.create_schema)
+        return json.loads(self.timeline.latest_schema() or self.config.create_schema)
 
     def start(self, action="deltacommit", operation="UPSERT", instant_time=None):
         self.timeline.reload()
         pending = [i for i in self.timeline.pending(["deltacommit", "commit"])]
         if pending:
             raise HoodieTimelineError(
-                f"{self.base}: instant {pending[0].timestamp} is still pending; roll it back before writing"
+                f"{self.path}: instant {pending[0].timestamp} is still pending; roll it back before writing"
             )
         return Transaction(self, instant_time, action, operation)
-
-    def rollback_pending(self):
-        """Roll back every pending write instant (left by a crash). Returns the instants rolled back."""
-        self.timeline.reload()
-        finish_pending_rollbacks(self.base, self.timeline)
-        self.timeline.reload()
-        done = []
-        for inst in self.timeline.pending(["deltacommit", "commit"]):
-            rollback_instant(self.base, self.timeline, inst)
-            done.append(inst.timestamp)
-            self.timeline.reload()
-        return done
-
 
 class Transaction:
     """One instant being written: requested -> inflight on creation, then commit() or rollback()."""
 
     def __init__(self, writer, instant, action, operation):
         self.writer = writer
-        self.base = writer.base
+        self.storage = writer.storage
         self.instant = instant
         self.action = action
         self.operation = operation
@@ -161,7 +148,7 @@ class Transaction:
 
     def _partition(self, partition):
         if partition not in self._partitions:
-            write_partition_metadata(self.base, partition, self.instant)
+            write_partition_metadata(self.storage, partition, self.instant)
             self._partitions.add(partition)
 
     def append_log(self, partition, file_id, base_instant, records=None, keys=None, deletes=None,
@@ -171,7 +158,7 @@ class Transaction:
         if records is not None:
             records, keys = self._prepare(records, keys)
         stat = append_log(
-            self.base, self.instant, partition, file_id, base_instant, self.avro_schema,
+            self.storage, self.instant, partition, file_id, base_instant, self.avro_schema,
             records=records, keys=keys, deletes=deletes, task_id=task_id, base_file=base_file,
             num_inserts=num_inserts, new_file_group=new_file_group,
         )
@@ -189,7 +176,7 @@ class Transaction:
         """Write a new file group with a base parquet file."""
         self._partition(partition)
         records, keys = self._prepare(records, keys)
-        stat = create_base(self.base, self.instant, partition, file_id or new_file_id(), self.avro_schema,
+        stat = create_base(self.storage, self.instant, partition, file_id or new_file_id(), self.avro_schema,
                            records, keys, task_id=task_id)
         self.stats.append(stat)
         return stat
@@ -214,14 +201,11 @@ class Transaction:
             raise HoodieError("only a replacecommit instant can replace file groups")
         meta = self.metadata(extra_metadata, replaced)
         self.writer.timeline.complete(self.instant, self.action, meta.to_json())
-        delete_markers(self.base, self.instant)
+        delete_markers(self.storage, self.instant)
         self.writer.timeline.reload()
         return self.instant
 
     def rollback(self):
-        self.writer.timeline.reload()
-        inst = self.writer.timeline.get(self.instant)
-        if inst is not None and not inst.is_completed:
-            rollback_instant(self.base, self.writer.timeline, inst)
-        self.writer.timeline.reload()
+        """Roll the instant back (nothing happens when it completed already)."""
+        rollback_if_pending(self.storage, self.writer.timeline, self.instant)
 

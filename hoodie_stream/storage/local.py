@@ -87,8 +87,11 @@ class LocalStorage(Storage):
             raise HoodieObjectNotFoundError(self.uri_of(path), "does not exist") from None
 
     def open_input(self, path):
+        """A pyarrow file (readable and seekable like a binary file; parquet reads it natively, without the GIL)."""
+        import pyarrow as pa
+
         try:
-            return open(self._abs(path), "rb")
+            return pa.OSFile(self._abs(path), "rb")
         except FileNotFoundError:
             raise HoodieObjectNotFoundError(self.uri_of(path), "does not exist") from None
 
