@@ -21,7 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hoodie_stream.format.avro_codec import decode_records, encode_records
+from hoodie_stream.format.avro_decoder import decode_records
+from hoodie_stream.format.avro_encoder import encode_records
 from hoodie_stream.format.avro_schema import arrow_to_avro_schema
 from hoodie_stream.format.reader import HoodieTable
 from hoodie_stream.format.writer import HoodieWriter

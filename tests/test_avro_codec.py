@@ -13,7 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import LOG_FILES
-from hoodie_stream.format.avro_codec import conform_table, decode_records, encode_records
+from hoodie_stream.format.avro_conform import conform_table
+from hoodie_stream.format.avro_decoder import decode_records
+from hoodie_stream.format.avro_encoder import encode_records
 from hoodie_stream.format.avro_schema import arrow_to_avro_schema, avro_to_arrow_schema, with_meta_fields
 from hoodie_stream.errors import HoodieFormatError
 

@@ -175,6 +175,34 @@ def split_union(s):
     return s == "null", ([] if s == "null" else [s])
 
 
+def schema_kind(s):
+    """(type name, logical type or None) of a parsed type; a union is ("union", None)."""
+    if isinstance(s, list):
+        return "union", None
+    if isinstance(s, str):
+        return s, None
+    return s["type"], s.get("logicalType")
+
+
+class NotVectorizable(Exception):
+    """A shape the vectorized Avro encoder or decoder does not handle; they fall back to fastavro for it."""
+
+
+def vectorizable(s):
+    """False when the schema holds a shape only the fastavro fallback handles (multi-type unions)."""
+    if isinstance(s, list):
+        return len([b for b in s if b != "null"]) <= 1 and all(vectorizable(b) for b in s)
+    if isinstance(s, str):
+        return True
+    if s["type"] in ("record", "error"):
+        return all(vectorizable(f["type"]) for f in s["fields"])
+    if s["type"] == "array":
+        return vectorizable(s["items"])
+    if s["type"] == "map":
+        return vectorizable(s["values"])
+    return True
+
+
 # ---------------------------------------------------------------- Avro -> Arrow
 
 

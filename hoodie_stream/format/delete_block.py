@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .avro_encoder import encode_records
 from .avro_models import DELETE_RECORD_LIST_SCHEMA, WRAPPERS
 from ..errors import HoodieFormatError
 from .log_block import CONTENT_VERSION
@@ -119,8 +120,6 @@ def delete_content_arrow(keys, partition, ordering=None):
     """DELETE content of Arrow record keys in one partition, with optional Arrow ordering values (null: no ordering
     value), encoded vectorized: byte for byte what `delete_content` writes for the same values. Ordering types
     other than boolean, integer, floating point and string go through `delete_content`."""
-    from .avro_codec import encode_records
-
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
     if isinstance(ordering, pa.ChunkedArray):

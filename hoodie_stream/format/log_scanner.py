@@ -7,7 +7,7 @@ are skipped. Data blocks become Arrow tables, delete blocks become delete versio
 
 import json
 
-from .avro_codec import decode_records
+from .avro_decoder import decode_records
 from ..errors import HoodieFormatError
 from .data_block import read_parquet_content, split_avro_data_content
 from .delete_block import parse_delete_content
