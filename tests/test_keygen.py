@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from conftest import v6_table_zips
 from hoodie_stream.errors import HoodieConfigError, HoodieKeyError
-from hoodie_stream.format.java_properties import load as load_properties
+from hoodie_stream.format.java_properties import load_bytes
 from hoodie_stream.format.keygen import (
     ComplexKeyGenerator, NonpartitionedKeyGenerator, SimpleKeyGenerator, TimestampBasedKeyGenerator,
     java_double_str, make_key_generator, value_strings,
@@ -68,7 +68,7 @@ def table_files(base):
 @pytest.mark.parametrize("zip_path", v6_table_zips(), ids=lambda p: p.stem)
 def test_fixture_keys_and_partitions(zip_path, fixture_table):
     base = fixture_table(zip_path.name)
-    props = load_properties(base / ".hoodie" / "hoodie.properties")
+    props = load_bytes((base / ".hoodie" / "hoodie.properties").read_bytes())
     kg = make_key_generator(props)
     files = table_files(base)
     for path in files:
@@ -95,7 +95,7 @@ def test_fixture_parquet_log_blocks(fixture_table):
         if "mor-parquet" not in zip_path.name:
             continue
         base = fixture_table(zip_path.name)
-        props = load_properties(base / ".hoodie" / "hoodie.properties")
+        props = load_bytes((base / ".hoodie" / "hoodie.properties").read_bytes())
         if props.get("hoodie.populate.meta.fields") == "false":
             continue
         kg = make_key_generator(props)
