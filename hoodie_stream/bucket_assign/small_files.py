@@ -6,7 +6,6 @@ group is owned by exactly one bucket-assign task (a stable hash of its file id),
 file group in a micro-batch.
 """
 
-import os
 import zlib
 
 from ..format.fs_view import FileSystemView
@@ -45,14 +44,12 @@ def average_record_size(commits, default):
     return max(1.0, total_bytes / total_records)
 
 
-def small_file_profile(base, timeline, max_file_size, ratio, record_size, num_tasks):
+def small_file_profile(storage, timeline, max_file_size, ratio, record_size, num_tasks):
     """{task index: {partition: [(file id, base instant, base file name or "", capacity in records)]}}."""
-    view = FileSystemView(base, timeline)
+    view = FileSystemView(storage, timeline)
     owners = {}
     for fs in view.latest_slices():
-        base_size = os.path.getsize(fs.base_file_path(base)) if fs.base_file else 0
-        log_size = sum(os.path.getsize(p) for p in fs.log_file_paths(base) if os.path.exists(p))
-        size = base_size + log_size * ratio
+        size = fs.base_size + sum(fs.log_sizes) * ratio
         if size >= max_file_size:
             continue
         capacity = int((max_file_size - size) / record_size)

@@ -15,7 +15,6 @@ workers through the page cache, and a worker that meets a key group for the firs
 millisecond plus its deltas.
 """
 
-import os
 import zlib
 
 import numpy as np
@@ -25,19 +24,20 @@ import pyarrow.compute as pc
 # pyarrow.parquet is imported by the functions that use it: the write chain's workers never need to load it
 import pyarrow.ipc as ipc
 
+from ..errors import HoodieObjectNotFoundError
 from ..format.runs import run_ends
+from ..storage import join, storage_for
 from .key_index import HASH as KEY_HASH
 from .key_index import STATE_SCHEMA, KeyIndex, coded
 
-_CACHE = {}  # (base, key group) -> (instant, KeyIndex as of it); lives in each executor's Python worker
+_CACHE = {}  # (table URI, key group) -> (instant, KeyIndex as of it); lives in each executor's Python worker
+INDEX_DIR = ".hoodie/.aux/hoodie_stream/index"
+LATEST = f"{INDEX_DIR}/LATEST"
 
 
-def index_dir(base):
-    return os.path.join(str(base), ".hoodie", ".aux", "hoodie_stream", "index")
-
-
-def group_dir(base, key_group):
-    return os.path.join(index_dir(base), "%04d" % key_group)
+def group_dir(key_group):
+    """The directory of a key group's state files, relative to the table root."""
+    return f"{INDEX_DIR}/{key_group:04d}"
 
 
 def empty_state():
@@ -51,13 +51,10 @@ SUFFIXES = (".arrow", ".parquet")  # written, still read
 _STATE_FILE_SUFFIXES = [f".{kind}{ext}" for kind in ("full", "delta") for ext in SUFFIXES]
 
 
-def _files(base, key_group, committed, prune=False):
+def _files(storage, key_group, committed, prune=False):
     """(full instants, delta instants) of a key group among `committed`, each sorted, and {(instant, kind): file
     name}. With `prune`, the files older than the newest committed full file are deleted: nothing reads them."""
-    try:
-        names = os.listdir(group_dir(base, key_group))
-    except FileNotFoundError:
-        return [], [], {}
+    names = [f.name for f in storage.list(group_dir(key_group))]
     paths = {}
     for name in names:
         stem, _, suffix = name.rpartition(".")
@@ -71,52 +68,52 @@ def _files(base, key_group, committed, prune=False):
     if prune and full:
         stale = [n for n in names if n.endswith(SUFFIXES) and n.split(".", 1)[0] < full[-1]]
         for name in stale:
-            try:
-                os.remove(os.path.join(group_dir(base, key_group), name))
-            except FileNotFoundError:  # another worker pruned it first
-                pass
+            storage.delete(join(group_dir(key_group), name))  # another worker may have pruned it first
     return full, delta, paths
 
 
-def _read(base, key_group, name):
-    return _read_path(os.path.join(group_dir(base, key_group), name))
+def _read(storage, key_group, name):
+    return _read_path(storage, join(group_dir(key_group), name))
 
 
-def _read_path(path):
-    """A state table. Uncompressed Arrow IPC files are memory-mapped and read without a copy: a full file's key
-    group then lives in the page cache, shared by every Python worker of the machine, and loads in a fraction of a
-    millisecond (files of earlier versions: zstd-compressed, or parquet, are read into memory)."""
+def _read_path(storage, path):
+    """A state table. Uncompressed Arrow IPC files are memory-mapped (through the storage's local file: the file
+    itself on a local table) and read without a copy: a full file's key group then lives in the page cache, shared
+    by every Python worker of the machine, and loads in a fraction of a millisecond (files of earlier versions:
+    zstd-compressed, or parquet, are read into memory)."""
     if path.endswith(".parquet"):  # written by earlier versions
         import pyarrow.parquet as pq
 
-        return pq.read_table(path, schema=STATE_SCHEMA)
-    with pa.memory_map(path) as source:
+        with storage.open_input(path) as f:
+            return pq.read_table(f, schema=STATE_SCHEMA)
+    with pa.memory_map(storage.local_file(path)) as source:
         return ipc.open_file(source).read_all()
 
 
-def load_index(base, key_group, committed):
+def load_index(storage, key_group, committed):
     """(KeyIndex, number of deltas after the newest full file) of a key group as of the committed instants.
 
     An executor keeps what it loaded and applies only deltas newer than its copy. Files older than the newest
     committed full file are deleted on the way (a full file is written at least every 2 x COMPACT_EVERY
     micro-batches, so a key group keeps at most that many files).
     """
-    full, delta, paths = _files(base, key_group, committed, prune=True)
+    storage = storage_for(storage)
+    full, delta, paths = _files(storage, key_group, committed, prune=True)
     newest_full = full[-1] if full else ""
     pending = [d for d in delta if d > newest_full]
-    cached = _CACHE.get((str(base), key_group))
+    cached = _CACHE.get((storage.uri, key_group))
     if cached is not None and cached[0] in committed and cached[0] >= newest_full:
         upto, index = cached
     elif newest_full:
-        upto, index = newest_full, KeyIndex(_read(base, key_group, paths[(newest_full, "full")]))
+        upto, index = newest_full, KeyIndex(_read(storage, key_group, paths[(newest_full, "full")]))
     else:
         upto, index = "", KeyIndex()
     newer = [d for d in pending if d > upto]
     if newer:  # applied as one change: the newest delta of a key wins
-        index = index.updated(_latest_rows([_read(base, key_group, paths[(d, "delta")]) for d in newer]))
+        index = index.updated(_latest_rows([_read(storage, key_group, paths[(d, "delta")]) for d in newer]))
         upto = newer[-1]
     if upto:
-        _CACHE[(str(base), key_group)] = (upto, index)
+        _CACHE[(storage.uri, key_group)] = (upto, index)
     return index, len(pending)
 
 
@@ -130,22 +127,20 @@ def _latest_rows(tables):
     return table.take(pc.take(order, pa.array(run_ends(pc.take(table["key"], order).combine_chunks()))))
 
 
-def _write(path, table):
+def _write(storage, path, table):
     """Atomically write a state table as an uncompressed Arrow IPC file (full files are used in place,
     memory-mapped: see `_read_path`)."""
-    tmp = f"{path}.{os.getpid()}.tmp"
     if KEY_HASH not in table.column_names:
         table = coded(table)
     table = table.combine_chunks()
-    with pa.OSFile(tmp, "wb") as sink, ipc.new_file(sink, table.schema) as writer:
+    with storage.open_output(path) as f, ipc.new_file(f, table.schema) as writer:
         writer.write_table(table)
-    os.replace(tmp, path)
 
 
-def _write_full(path, index):
+def _write_full(storage, path, index):
     """The full state of a key group, sorted by key hash with the hashes; returns it as loaded from the file."""
-    _write(path, index.to_table(hashes=True))
-    return KeyIndex(_read_path(path))
+    _write(storage, path, index.to_table(hashes=True))
+    return KeyIndex(_read_path(storage, path))
 
 
 def full_due(key_group, instant, deltas_since_full):
@@ -160,61 +155,46 @@ def full_due(key_group, instant, deltas_since_full):
     return turn and deltas_since_full + 1 >= COMPACT_EVERY // 4
 
 
-def save_state(base, key_group, instant, index, change, deltas_since_full):
+def save_state(storage, key_group, instant, index, change, deltas_since_full):
     """Persist what `instant` changed in a key group: a delta file, or a full file when `full_due`.
 
     `index` is the key group's index with `change` applied. Atomic (temp file + rename); writing the same file
     again (a retried task) is harmless.
     """
-    directory = group_dir(base, key_group)
-    os.makedirs(directory, exist_ok=True)
+    storage = storage_for(storage)
+    directory = group_dir(key_group)
     if full_due(key_group, instant, deltas_since_full):
-        index = _write_full(os.path.join(directory, instant + ".full.arrow"), index)
+        index = _write_full(storage, f"{directory}/{instant}.full.arrow", index)
     else:
-        _write(os.path.join(directory, instant + ".delta.arrow"), change)
-    _CACHE[(str(base), key_group)] = (instant, index)
+        _write(storage, f"{directory}/{instant}.delta.arrow", change)
+    _CACHE[(storage.uri, key_group)] = (instant, index)
 
 
-def save_full(base, key_group, instant, state):
-    directory = group_dir(base, key_group)
-    os.makedirs(directory, exist_ok=True)
-    _write_full(os.path.join(directory, instant + ".full.arrow"), KeyIndex(state))
+def save_full(storage, key_group, instant, state):
+    storage = storage_for(storage)
+    _write_full(storage, f"{group_dir(key_group)}/{instant}.full.arrow", KeyIndex(state))
 
 
-def remove_instant(base, instant):
-    """Delete the state files written by a failed instant."""
-    root = index_dir(base)
-    if not os.path.isdir(root):
-        return
-    for group in os.listdir(root):
-        for suffix in _STATE_FILE_SUFFIXES:
-            path = os.path.join(root, group, instant + suffix)
-            if os.path.exists(path):
-                os.remove(path)
-    for group in os.listdir(root):
-        gdir = os.path.join(root, group)
-        if os.path.isdir(gdir):
-            for name in os.listdir(gdir):
-                if name.endswith(".tmp"):
-                    os.remove(os.path.join(gdir, name))
+def remove_instant(storage, instant):
+    """Delete the state files written by a failed instant (and temporary files of interrupted writes)."""
+    storage = storage_for(storage)
+    names = {instant + suffix for suffix in _STATE_FILE_SUFFIXES}
+    for info in storage.list(INDEX_DIR, recursive=True):
+        if info.name in names or (info.name.startswith(".") and info.name.endswith(".tmp")):
+            storage.delete(info.path)
 
 
-def read_latest(base):
+def read_latest(storage):
     try:
-        with open(os.path.join(index_dir(base), "LATEST")) as f:
-            return f.read().strip() or None
-    except FileNotFoundError:
+        return storage_for(storage).read(LATEST).decode("ascii").strip() or None
+    except HoodieObjectNotFoundError:
         return None
 
 
-def write_latest(base, instant):
-    os.makedirs(index_dir(base), exist_ok=True)
-    path = os.path.join(index_dir(base), "LATEST")
-    with open(path + ".tmp", "w") as f:
-        f.write(instant)
-    os.replace(path + ".tmp", path)
+def write_latest(storage, instant):
+    storage_for(storage).write(LATEST, instant.encode("ascii"))
 
 
-def prune(base, key_group, committed):
+def prune(storage, key_group, committed):
     """Delete the files of a key group that the newest committed full file makes unnecessary."""
-    _files(base, key_group, committed, prune=True)
+    _files(storage_for(storage), key_group, committed, prune=True)

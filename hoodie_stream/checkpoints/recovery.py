@@ -8,7 +8,6 @@
 """
 
 import json
-import os
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,44 +17,38 @@ from ..format.fs_view import FileSlice, FileSystemView
 from ..format.reader import HoodieTable
 from ..format.rollback import finish_pending_rollbacks, rollback_instant
 from ..format.runs import run_ends
+from ..format.markers import marker_dir
 from ..format.timeline import Timeline
+from ..storage import storage_for
+from ..storage.local import is_temp_name
 from ..chain.key_groups import key_group_expr
 from . import index_state
 
 WRITE_ACTIONS = ("deltacommit", "commit", "replacecommit")
 
 
-def remove_leftovers(base):
+def remove_leftovers(storage):
     """Delete what killed writers leave behind and no reader uses: temp files of log, base and timeline writes,
     and marker directories of completed instants. Only safe while nothing writes to the table."""
-    import shutil
-
-    from ..format.markers import marker_dir
-
-    for root, dirs, files in os.walk(base):
-        rel = os.path.relpath(root, base)
-        if rel.startswith(".hoodie" + os.sep + "metadata") or rel.startswith(".hoodie" + os.sep + ".aux"):
+    storage = storage_for(storage)
+    for info in storage.list("", recursive=True):
+        if info.path.startswith((".hoodie/metadata/", ".hoodie/.aux/")):
             continue
-        for name in files:
-            if (name.startswith("_tmp_") and name.endswith(".writing")) or (name.startswith(".")
-                                                                              and name.endswith(".tmp")):
-                os.remove(os.path.join(root, name))
-    timeline = Timeline(base)
-    for inst in timeline.completed():
-        directory = marker_dir(base, inst.timestamp)
-        if os.path.isdir(directory):
-            shutil.rmtree(directory, ignore_errors=True)
+        if is_temp_name(info.name):
+            storage.delete(info.path)
+    for inst in Timeline(storage).completed():
+        storage.delete_tree(marker_dir(inst.timestamp))
 
 
-def rollback_pending_writes(base, timeline):
+def rollback_pending_writes(storage, timeline):
     """Finish interrupted rollbacks and roll back pending write instants. Returns the instants rolled back."""
     timeline.reload()
-    finish_pending_rollbacks(base, timeline)
+    finish_pending_rollbacks(storage, timeline)
     timeline.reload()
     done = []
     for inst in timeline.pending(list(WRITE_ACTIONS)):
-        rollback_instant(base, timeline, inst)
-        index_state.remove_instant(base, inst.timestamp)
+        rollback_instant(storage, timeline, inst)
+        index_state.remove_instant(storage, inst.timestamp)
         done.append(inst.timestamp)
         timeline.reload()
     return done
@@ -86,7 +79,7 @@ def _data_instants(timeline):
     return out
 
 
-def index_is_current(base, timeline):
+def index_is_current(storage, timeline):
     """True when the index state covers every completed data instant.
 
     `LATEST` is written after each commit; a crash in between leaves it one instant behind although that instant
@@ -97,7 +90,7 @@ def index_is_current(base, timeline):
     data = _data_instants(timeline)
     if not data:
         return True
-    recorded = index_state.read_latest(base)
+    recorded = index_state.read_latest(storage)
     if recorded == data[-1].timestamp:
         return True
     if recorded is None or recorded not in {i.timestamp for i in data}:
@@ -106,20 +99,20 @@ def index_is_current(base, timeline):
     for inst in later:
         if timeline.read_commit_metadata(inst.timestamp).extra_metadata.get(INDEX_MARK) != "1":
             return False
-    index_state.write_latest(base, data[-1].timestamp)
+    index_state.write_latest(storage, data[-1].timestamp)
     return True
 
 
 class _ReadKeys:
     """mapInArrow: file slices in, (lookup key, partition, file id) of their live records out."""
 
-    def __init__(self, base, committed, global_index):
-        self.base = base
+    def __init__(self, storage, committed, global_index):
+        self.storage = storage
         self.committed = committed
         self.global_index = global_index
 
     def __call__(self, batches):
-        table = HoodieTable(self.base)
+        table = HoodieTable(self.storage)
         schema = table.arrow_schema()
         for batch in batches:
             for row in batch.to_pylist():
@@ -142,8 +135,8 @@ class _ReadKeys:
 class _WriteStates:
     """mapInArrow: (key, partition, file id, key group) in, one full state file per key group; yields groups."""
 
-    def __init__(self, base, instant):
-        self.base = base
+    def __init__(self, storage, instant):
+        self.storage = storage
         self.instant = instant
 
     def __call__(self, batches):
@@ -154,7 +147,7 @@ class _WriteStates:
         groups = pc.unique(table["kg"]).to_pylist()
         for kg in groups:
             state = _one_location_per_key(table.filter(pc.equal(table["kg"], kg)))
-            index_state.save_full(self.base, kg, self.instant, state)
+            index_state.save_full(self.storage, kg, self.instant, state)
         yield pa.record_batch([pa.array(groups, pa.int32())], names=["kg"])
 
 
@@ -169,7 +162,7 @@ def _one_location_per_key(table):
     return table.take(pc.take(order, pa.array(run_ends(keys)))).select(["key", "partition", "file_id"])
 
 
-def rebuild_index(spark, base, timeline, key_groups, global_index, tasks):
+def rebuild_index(spark, storage, timeline, key_groups, global_index, tasks):
     """Rebuild the index state from the table's latest file slices, as of the newest completed data instant."""
     from pyspark.sql import functions as F
 
@@ -177,7 +170,8 @@ def rebuild_index(spark, base, timeline, key_groups, global_index, tasks):
     if latest is None:
         return None
     committed = {i.timestamp for i in timeline.commits_timeline()}
-    view = FileSystemView(base, timeline)
+    storage = storage_for(storage)
+    view = FileSystemView(storage, timeline)
     rows = [(fs.partition, fs.file_id, fs.base_instant, fs.base_file or "", json.dumps(fs.log_file_names()))
             for fs in view.latest_slices()]
     written = []
@@ -185,14 +179,14 @@ def rebuild_index(spark, base, timeline, key_groups, global_index, tasks):
         slices = spark.createDataFrame(
             rows, "partition string, file_id string, base_instant string, base_file string, logs string")
         slices = slices.repartition(min(len(rows), max(1, tasks * 2)))
-        keys = slices.mapInArrow(_ReadKeys(base, committed, global_index),
+        keys = slices.mapInArrow(_ReadKeys(storage, committed, global_index),
                                  "key string, partition string, file_id string, record_key string, live boolean")
         keys = keys.withColumn("kg", F.expr(key_group_expr(key_groups, "record_key")))
         written = [r.kg for r in keys.repartition(tasks, "kg").mapInArrow(
-            _WriteStates(base, latest), "kg int").collect()]
+            _WriteStates(storage, latest), "kg int").collect()]
     for kg in set(range(key_groups)) - set(written):
-        index_state.save_full(base, kg, latest, index_state.empty_state())
+        index_state.save_full(storage, kg, latest, index_state.empty_state())
     for kg in range(key_groups):
-        index_state.prune(base, kg, committed)
-    index_state.write_latest(base, latest)
+        index_state.prune(storage, kg, committed)
+    index_state.write_latest(storage, latest)
     return latest

@@ -12,13 +12,14 @@ A clean goes requested (HoodieCleanerPlan) -> inflight -> completed (HoodieClean
 interrupted is finished from its plan (deleting again is harmless).
 """
 
-import os
 import time
 
+from ..errors import HoodieStorageError
 from ..format.avro_models import read_container, write_container
 from ..format.fs_view import FileSystemView
 from ..format.instant import Instant, instant_to_datetime
 from .plan import pending_file_groups
+from ..storage import join, storage_for
 
 PLAN_VERSION = 2
 
@@ -39,9 +40,9 @@ def earliest_retained(timeline, opts, now=None):
     return None
 
 
-def files_to_clean(base, timeline, opts, now=None):
+def files_to_clean(storage, timeline, opts, now=None):
     """({partition: [file names]}, earliest retained instant or None)."""
-    view = FileSystemView(base, timeline)
+    view = FileSystemView(storage, timeline)
     busy = pending_file_groups(timeline)
     earliest = None
     if opts.clean_policy != "KEEP_LATEST_FILE_VERSIONS":
@@ -69,12 +70,13 @@ def files_to_clean(base, timeline, opts, now=None):
     return doomed, earliest
 
 
-def schedule_clean(base, timeline, opts, now=None):
+def schedule_clean(storage, timeline, opts, now=None):
     """Write a clean plan when there is something to clean. Returns its instant or None."""
+    storage = storage_for(storage)
     timeline.reload()
     if timeline.pending(["clean"]):
         return None
-    doomed, earliest = files_to_clean(base, timeline, opts, now)
+    doomed, earliest = files_to_clean(storage, timeline, opts, now)
     if not doomed:
         return None
     plan = {
@@ -85,19 +87,22 @@ def schedule_clean(base, timeline, opts, now=None):
         "filesToBeDeletedPerPartition": {},
         "version": PLAN_VERSION,
         "filePathsToBeDeletedPerPartition": {
-            p: [{"filePath": _path(base, p, n), "isBootstrapBaseFile": False} for n in names]
+            p: [{"filePath": _path(storage, p, n), "isBootstrapBaseFile": False} for n in names]
             for p, names in doomed.items()},
         "partitionsToBeDeleted": [],
     }
     return timeline.create_new("clean", write_container("HoodieCleanerPlan", plan))
 
 
-def _path(base, partition, name):
-    return "file:" + os.path.join(base, partition, name) if partition else "file:" + os.path.join(base, name)
+def _path(storage, partition, name):
+    """A file's full path as Hudi records it in a clean plan (`file:` + the absolute path for a local table)."""
+    uri = storage.uri_of(join(partition, name))
+    return uri if "://" in uri else "file:" + uri
 
 
-def execute_clean(base, timeline, instant):
+def execute_clean(storage, timeline, instant):
     """Run a planned clean: requested -> inflight -> delete the files -> completed with its metadata."""
+    storage = storage_for(storage)
     started = time.time()
     timeline.reload()
     plan = read_container(timeline.read_bytes(Instant(instant, "clean", "requested")))
@@ -109,15 +114,13 @@ def execute_clean(base, timeline, instant):
     for partition, infos in (plan.get("filePathsToBeDeletedPerPartition") or {}).items():
         ok, failed, patterns = [], [], []
         for info in infos:
-            path = info["filePath"][len("file:"):] if info["filePath"].startswith("file:") else info["filePath"]
-            name = os.path.basename(path)
+            path = storage.relative(info["filePath"])
+            name = path.rpartition("/")[2]
             patterns.append(name)
             try:
-                os.remove(path)
+                storage.delete(path)  # False when an earlier, interrupted run of this clean deleted it
                 ok.append(name)
-            except FileNotFoundError:
-                ok.append(name)  # deleted by an earlier, interrupted run of this clean
-            except OSError:
+            except (HoodieStorageError, OSError):
                 failed.append(name)
         total += len(ok)
         partitions[partition] = {"partitionPath": partition, "policy": plan["policy"],
@@ -138,16 +141,17 @@ def execute_clean(base, timeline, instant):
     return total
 
 
-def finish_pending_cleans(base, timeline):
+def finish_pending_cleans(storage, timeline):
     done = []
     for inst in timeline.pending(["clean"]):
-        execute_clean(base, timeline, inst.timestamp)
+        execute_clean(storage, timeline, inst.timestamp)
         done.append(inst.timestamp)
     return done
 
 
-def clean(base, timeline, opts, now=None):
+def clean(storage, timeline, opts, now=None):
     """Plan and run a clean. Returns the number of files deleted."""
-    finish_pending_cleans(base, timeline)
-    instant = schedule_clean(base, timeline, opts, now)
-    return execute_clean(base, timeline, instant) if instant else 0
+    storage = storage_for(storage)
+    finish_pending_cleans(storage, timeline)
+    instant = schedule_clean(storage, timeline, opts, now)
+    return execute_clean(storage, timeline, instant) if instant else 0

@@ -4,7 +4,6 @@ the plan kept for a retry). A half-done compaction is never visible: readers ign
 not completed."""
 
 import json
-import os
 
 from ..format.avro_models import read_container
 from ..format.commit_metadata import CommitMetadata, WriteStat
@@ -12,52 +11,47 @@ from ..format.file_names import parse_base_file_name
 from ..format.instant import Instant
 from ..format.markers import delete_markers, list_markers
 from ..format.reader import HoodieTable
+from ..storage import storage_for
+from ..storage.local import is_temp_name
 
 
 def read_plan(timeline, instant):
     return read_container(timeline.read_bytes(Instant(instant, "compaction", "requested")))
 
 
-def _new_files(base, instant, plan):
+def _new_files(storage, instant, plan):
     """Relative paths of base files this compaction wrote (markers, plus a scan of the plan's partitions)."""
-    found = {path for path, _io in list_markers(base, instant)}
+    found = {path for path, _io in list_markers(storage, instant)}
     for partition in {op.get("partitionPath") or "" for op in plan.get("operations") or []}:
-        directory = os.path.join(base, partition) if partition else base
-        if not os.path.isdir(directory):
-            continue
-        for name in os.listdir(directory):
-            parsed = parse_base_file_name(name)
-            if parsed and parsed.instant == instant:
-                found.add(f"{partition}/{name}" if partition else name)
-            elif name.startswith(".") and name.endswith(".tmp") and f"_{instant}.parquet." in name:
-                found.add(f"{partition}/{name}" if partition else name)
+        for info in storage.list(partition):
+            parsed = parse_base_file_name(info.name)
+            if (parsed and parsed.instant == instant) or (is_temp_name(info.name)
+                                                          and f"_{instant}.parquet." in info.name):
+                found.add(info.path)
     return sorted(found)
 
 
-def _remove_new_files(base, instant, plan, keep=frozenset()):
+def _remove_new_files(storage, instant, plan, keep=frozenset()):
     """Delete the files this compaction wrote, except `keep` (relative paths the reported operations wrote)."""
-    for rel in _new_files(base, instant, plan):
-        path = os.path.join(base, rel)
-        if rel not in keep and os.path.exists(path):
-            os.remove(path)
+    for rel in _new_files(storage, instant, plan):
+        if rel not in keep:
+            storage.delete(rel)
 
 
-def revert_to_requested(base, timeline, instant):
+def revert_to_requested(storage, timeline, instant):
     """Undo an inflight (or failed) compaction: delete its new files and its inflight file; the plan stays."""
+    storage = storage_for(storage)
     timeline.reload()
     inst = timeline.get(instant)
     if inst is None or inst.is_completed:
         return False
-    _remove_new_files(base, instant, read_plan(timeline, instant))
-    delete_markers(base, instant)
-    inflight = os.path.join(timeline.hoodie_dir, Instant(instant, "compaction", "inflight").file_name)
-    if os.path.exists(inflight):
-        os.remove(inflight)
-    timeline.reload()
+    _remove_new_files(storage, instant, read_plan(timeline, instant))
+    delete_markers(storage, instant)
+    timeline.revert_to_requested(instant, "compaction")
     return True
 
 
-def commit_compaction(base, timeline, instant, plan, stats):
+def commit_compaction(storage, timeline, instant, plan, stats):
     """Complete the compaction with the write stats of its operations (every operation must have reported one)."""
     ops = plan.get("operations") or []
     if len(stats) != len(ops):
@@ -67,9 +61,10 @@ def commit_compaction(base, timeline, instant, plan, stats):
         by_partition.setdefault(stat.partition_path, []).append(stat)
     # files no reported operation wrote: a failed task attempt, or a task of an earlier failed run that
     # finished after that run was cleaned up (Hudi reconciles markers the same way)
-    _remove_new_files(base, instant, plan, keep={s.path for s in stats})
-    schema = json.dumps(HoodieTable(base).avro_schema(), separators=(",", ":"))
+    storage = storage_for(storage)
+    _remove_new_files(storage, instant, plan, keep={s.path for s in stats})
+    schema = json.dumps(HoodieTable(storage).avro_schema(), separators=(",", ":"))
     meta = CommitMetadata(by_partition, True, {"schema": schema}, "COMPACT", None)
     timeline.complete(instant, "compaction", meta.to_json())
-    delete_markers(base, instant)
+    delete_markers(storage, instant)
     timeline.reload()

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..format.avro_schema import with_meta_fields
-from ..format.base_file import BaseFileWriter
+from ..format.base_file import BaseFileWriter, parquet_file, read_base_file
 from ..format.commit_metadata import WriteStat
 from ..format.file_names import base_file_name, parse_log_file_name, write_token
 from ..format.log_block import ROLLBACK_COMMAND, BlockType, HeaderKey
@@ -28,26 +28,27 @@ from ..format.log_scanner import block_versions
 from ..format.markers import create_marker
 from ..format.merge import KEY, Version, merge, merge_mode
 from ..format.reader import HoodieTable
+from ..storage import join, storage_for
 
 FILE_NAME = "_hoodie_file_name"
 # decoded Arrow records take about this many times their size in a log file / in a parquet file
 LOG_EXPANSION = 2.0
 
 
-def _rolled_back_targets(log_paths, counts):
+def _rolled_back_targets(storage, log_paths, counts):
     targets = set()
     for path in log_paths:
-        for block in read_log_file(path):
+        for block in read_log_file(storage, path):
             if (block.block_type == BlockType.COMMAND and counts(block.header.get(HeaderKey.INSTANT_TIME))
                     and block.header.get(HeaderKey.COMMAND_BLOCK_TYPE) == ROLLBACK_COMMAND):
                 targets.add(block.header.get(HeaderKey.TARGET_INSTANT_TIME))
     return targets
 
 
-def _log_versions(log_paths, counts, cancelled, ordering, ordering_type, key_filter):
+def _log_versions(storage, log_paths, counts, cancelled, ordering, ordering_type, key_filter):
     """Record versions of the log files, one file in memory at a time, filtered to a key range."""
     for path in log_paths:
-        blocks = [b for b in read_log_file(path)
+        blocks = [b for b in read_log_file(storage, path)
                   if b.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE)
                   and counts(b.header.get(HeaderKey.INSTANT_TIME))
                   and b.header.get(HeaderKey.INSTANT_TIME) not in cancelled]
@@ -56,25 +57,24 @@ def _log_versions(log_paths, counts, cancelled, ordering, ordering_type, key_fil
                 yield Version(key_filter(v.table), v.is_delete)
 
 
-def _base_version(path, key_filter):
-    import pyarrow.parquet as pq
+def _base_version(storage, path, key_filter):
     parts = []
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=65_536):
-        t = key_filter(pa.Table.from_batches([batch]))
-        if t.num_rows:
-            parts.append(t)
+    with parquet_file(storage, path) as pf:
+        for batch in pf.iter_batches(batch_size=65_536):
+            t = key_filter(pa.Table.from_batches([batch]))
+            if t.num_rows:
+                parts.append(t)
     if not parts:
         return None
     return Version(pa.concat_tables(parts))
 
 
-def _key_sample(base_path, log_paths, counts, cancelled, ordering, ordering_type):
+def _key_sample(storage, base_path, log_paths, counts, cancelled, ordering, ordering_type):
     """Sorted unique record keys of the slice (the key column only)."""
-    import pyarrow.parquet as pq
     keys = []
     if base_path:
-        keys.append(pq.read_table(base_path, columns=[KEY])[KEY].combine_chunks())
-    for v in _log_versions(log_paths, counts, cancelled, ordering, ordering_type, lambda t: t.select([KEY])):
+        keys.append(read_base_file(storage, base_path, columns=[KEY])[KEY].combine_chunks())
+    for v in _log_versions(storage, log_paths, counts, cancelled, ordering, ordering_type, lambda t: t.select([KEY])):
         keys.append(v.table[KEY].combine_chunks())
     if not keys:
         return pa.array([], pa.string())
@@ -104,24 +104,24 @@ def _range_filter(lo, hi):
     return keep
 
 
-def estimate_memory(base, op):
+def estimate_memory(storage, op):
     """Bytes the decoded records of an operation would take."""
-    import pyarrow.parquet as pq
     partition = op.get("partitionPath") or ""
-    directory = os.path.join(base, partition) if partition else base
     total = 0.0
     if op.get("dataFilePath"):
-        md = pq.ParquetFile(os.path.join(directory, op["dataFilePath"])).metadata
-        total += sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
+        with parquet_file(storage, join(partition, op["dataFilePath"])) as pf:
+            md = pf.metadata
+            total += sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
     for name in op.get("deltaFilePaths") or []:
-        total += os.path.getsize(os.path.join(directory, name)) * LOG_EXPANSION
+        total += storage.size(join(partition, name)) * LOG_EXPANSION
     return total
 
 
-def compact_operation(base, instant, op, committed, max_memory_bytes, token):
+def compact_operation(storage, instant, op, committed, max_memory_bytes, token):
     """Merge one operation's slice into a new base file named with the compaction instant. Returns its WriteStat."""
     started = time.monotonic()
-    table = HoodieTable(base)
+    storage = storage_for(storage)
+    table = HoodieTable(storage)
     schema = table.arrow_schema()
     avro = with_meta_fields(table.avro_schema())
     mode, ordering = merge_mode(table.config.props)
@@ -129,23 +129,22 @@ def compact_operation(base, instant, op, committed, max_memory_bytes, token):
         mode, ordering = "COMMIT_TIME_ORDERING", None
     ordering_type = schema.field(ordering).type if ordering else None
     partition = op.get("partitionPath") or ""
-    directory = os.path.join(base, partition) if partition else base
     file_id = op["fileId"]
-    base_path = os.path.join(directory, op["dataFilePath"]) if op.get("dataFilePath") else None
+    base_path = join(partition, op["dataFilePath"]) if op.get("dataFilePath") else None
     log_names = list(op.get("deltaFilePaths") or [])
-    log_paths = [os.path.join(directory, n) for n in log_names]
+    log_paths = [join(partition, n) for n in log_names]
     for name in log_names:
         if parse_log_file_name(name) is None:
             raise ValueError(f"compaction {instant}: {name!r} is not a log file name")
     counts = (lambda t: t in committed and t < instant)
-    cancelled = _rolled_back_targets(log_paths, counts)
-    k = max(1, math.ceil(estimate_memory(base, op) / max_memory_bytes))
-    ranges = _ranges(_key_sample(base_path, log_paths, counts, cancelled, ordering, ordering_type), k) \
+    cancelled = _rolled_back_targets(storage, log_paths, counts)
+    k = max(1, math.ceil(estimate_memory(storage, op) / max_memory_bytes))
+    ranges = _ranges(_key_sample(storage, base_path, log_paths, counts, cancelled, ordering, ordering_type), k) \
         if k > 1 else [(None, None)]
     name = base_file_name(file_id, token, instant)
-    rel = f"{partition}/{name}" if partition else name
-    create_marker(base, instant, rel, "CREATE")
-    writer = BaseFileWriter(os.path.join(directory, name), schema,
+    rel = join(partition, name)
+    create_marker(storage, instant, rel, "CREATE")
+    writer = BaseFileWriter(storage, rel, schema,
                             avro_schema_json=json.dumps(avro, separators=(",", ":")))
     rows = log_records = 0
     try:
@@ -153,10 +152,10 @@ def compact_operation(base, instant, op, committed, max_memory_bytes, token):
             keep = _range_filter(lo, hi)
             versions = []
             if base_path:
-                v = _base_version(base_path, keep)
+                v = _base_version(storage, base_path, keep)
                 if v is not None:
                     versions.append(v)
-            for v in _log_versions(log_paths, counts, cancelled, ordering, ordering_type, keep):
+            for v in _log_versions(storage, log_paths, counts, cancelled, ordering, ordering_type, keep):
                 log_records += v.table.num_rows
                 versions.append(v)
             merged = merge(versions, schema, mode, ordering)
@@ -170,7 +169,7 @@ def compact_operation(base, instant, op, committed, max_memory_bytes, token):
     except BaseException:
         writer.abort()
         raise
-    log_size = sum(os.path.getsize(p) for p in log_paths)
+    log_size = sum(storage.size(p) for p in log_paths)
     return WriteStat(
         file_id=file_id, path=rel, prev_commit=op.get("baseInstantTime") or "null", num_writes=rows,
         num_update_writes=0, num_inserts=0, num_deletes=0, total_write_bytes=size, file_size_in_bytes=size,
@@ -208,8 +207,8 @@ def run_niced(nice, fn, *args):
 class CompactTask:
     """mapInArrow function: plan operations (JSON) in, write stats (JSON) out; one operation per task."""
 
-    def __init__(self, base, instant, committed, max_memory_bytes, nice=0):
-        self.base = base
+    def __init__(self, storage, instant, committed, max_memory_bytes, nice=0):
+        self.storage = storage
         self.instant = instant
         self.committed = committed
         self.max_memory_bytes = max_memory_bytes
@@ -223,7 +222,7 @@ class CompactTask:
         for batch in batches:
             for op_json in batch.column(0).to_pylist():
                 token = write_token(ctx.partitionId(), ctx.stageId(), ctx.attemptNumber()) if ctx else "0-0-0"
-                stat, ranges = run_niced(self.nice, compact_operation, self.base, self.instant, json.loads(op_json),
+                stat, ranges = run_niced(self.nice, compact_operation, self.storage, self.instant, json.loads(op_json),
                                          self.committed, self.max_memory_bytes, token)
                 out.append(json.dumps(dict(stat.to_dict(), __ranges=ranges)))
         yield pa.record_batch([pa.array(out, pa.string())], names=["stat"])

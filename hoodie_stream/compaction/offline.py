@@ -7,20 +7,21 @@ from ..format.table_config import TableConfig
 from ..format.timeline import Timeline
 from ..options import parse_compaction_options
 from . import clean
+from ..storage import storage_for
 from .plan import schedule_compaction
 from .service import recover, run_pending_compactions
 
 
 def compact_table(path, schedule=True, run=True, clean_after=False, options=None, spark=None):
     """Schedule a plan (regardless of the trigger) and/or run pending plans on a local Spark. Yields report lines."""
-    base = os.path.abspath(path)
-    TableConfig.load(base).check_writable()
+    storage = storage_for(path)
+    TableConfig.load(storage).check_writable()
     opts = parse_compaction_options(options)
-    reverted = recover(base)
+    reverted = recover(storage)
     for instant in reverted:
         yield f"reverted interrupted compaction {instant} to requested"
     if schedule:
-        instant = schedule_compaction(base, Timeline(base), opts, force=True)
+        instant = schedule_compaction(storage, Timeline(storage), opts, force=True)
         yield f"scheduled compaction {instant}" if instant else "nothing to compact (no file slice has log files)"
     if run:
         own = spark is None
@@ -32,10 +33,10 @@ def compact_table(path, schedule=True, run=True, clean_after=False, options=None
                      .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                      .getOrCreate())
         try:
-            for instant in run_pending_compactions(spark, base, opts):
+            for instant in run_pending_compactions(spark, storage, opts):
                 yield f"completed compaction {instant}"
         finally:
             if own:
                 spark.stop()
     if clean_after:
-        yield f"cleaned {clean.clean(base, Timeline(base), opts)} files"
+        yield f"cleaned {clean.clean(storage, Timeline(storage), opts)} files"

@@ -7,7 +7,6 @@ files of those file groups under the compaction instant (a new slice), and reade
 compacted until the compaction commits.
 """
 
-import os
 import time
 
 from ..format.avro_models import read_container, write_container
@@ -62,15 +61,15 @@ def pending_file_groups(timeline):
     return groups
 
 
-def make_operations(base, timeline):
+def make_operations(storage, timeline):
     """One HoodieCompactionOperation per latest slice with log files, outside pending compactions."""
     busy = pending_file_groups(timeline)
     ops = []
-    for fs in FileSystemView(base, timeline).latest_slices():
+    for fs in FileSystemView(storage, timeline).latest_slices():
         if not fs.log_files or (fs.partition, fs.file_id) in busy:
             continue
-        log_sizes = [os.path.getsize(p) for p in fs.log_file_paths(base)]
-        base_size = os.path.getsize(fs.base_file_path(base)) if fs.base_file else 0
+        log_sizes = fs.log_sizes
+        base_size = fs.base_size
         ops.append({
             "baseInstantTime": fs.base_instant,
             "deltaFilePaths": fs.log_file_names(),
@@ -89,14 +88,14 @@ def make_operations(base, timeline):
     return ops
 
 
-def schedule_compaction(base, timeline, opts=None, force=False):
+def schedule_compaction(storage, timeline, opts=None, force=False):
     """Write a compaction plan when the trigger strategy says so (or `force`). Returns its instant or None."""
     timeline.reload()
     if not force:
         ok, _n, _s = should_schedule(timeline, opts)
         if not ok:
             return None
-    ops = make_operations(base, timeline)
+    ops = make_operations(storage, timeline)
     if not ops:
         return None
     plan = {"operations": ops, "extraMetadata": None, "version": PLAN_VERSION, "strategy": None,

@@ -11,7 +11,7 @@ from .execute import CompactTask
 log = logging.getLogger("hoodie_stream.compaction")
 
 
-def run_compaction(spark, base, timeline, instant, max_memory_bytes, tasks=None, wave=None, before_wave=None,
+def run_compaction(spark, storage, timeline, instant, max_memory_bytes, tasks=None, wave=None, before_wave=None,
                    nice=0):
     """Execute and commit one planned compaction. Returns the completed instant's write stats.
 
@@ -26,7 +26,7 @@ def run_compaction(spark, base, timeline, instant, max_memory_bytes, tasks=None,
     if inst is None or inst.is_completed:
         return []
     if inst.is_inflight:
-        revert_to_requested(base, timeline, instant)
+        revert_to_requested(storage, timeline, instant)
     plan = read_plan(timeline, instant)
     ops = plan.get("operations") or []
     timeline.transition_to_inflight(instant, "compaction", b"")
@@ -35,7 +35,7 @@ def run_compaction(spark, base, timeline, instant, max_memory_bytes, tasks=None,
         if ops:
             rows = [(json.dumps(op),) for op in ops]
             size = wave or len(ops)
-            task = CompactTask(base, instant, committed, max_memory_bytes, nice)
+            task = CompactTask(storage, instant, committed, max_memory_bytes, nice)
             result = []
             for start in range(0, len(rows), size):
                 chunk = rows[start:start + size]
@@ -50,10 +50,10 @@ def run_compaction(spark, base, timeline, instant, max_memory_bytes, tasks=None,
                 stats.append(WriteStat.from_dict(data))
         else:
             stats = []
-        commit_compaction(base, timeline, instant, plan, stats)
+        commit_compaction(storage, timeline, instant, plan, stats)
     except BaseException as exc:
         log.warning("compaction %s of %s did not complete (%s); its files are removed and the plan stays requested",
-                    instant, base, type(exc).__name__)
-        revert_to_requested(base, timeline, instant)
+                    instant, storage, type(exc).__name__)
+        revert_to_requested(storage, timeline, instant)
         raise
     return stats

@@ -18,6 +18,7 @@ import threading
 import uuid
 
 from ..format.timeline import Timeline
+from ..storage import storage_for
 from . import clean
 from .commit import revert_to_requested
 from .run import run_compaction
@@ -28,23 +29,23 @@ POOL = "hoodie_compaction"
 INGEST_WAIT_SECONDS = 30
 
 
-def recover(base):
+def recover(storage):
     """Revert inflight compactions to requested and finish interrupted cleans (no service may be running)."""
-    timeline = Timeline(base)
+    timeline = Timeline(storage)
     reverted = [i.timestamp for i in timeline.pending(["compaction"]) if i.is_inflight
-                and revert_to_requested(base, timeline, i.timestamp)]
-    clean.finish_pending_cleans(base, timeline)
+                and revert_to_requested(storage, timeline, i.timestamp)]
+    clean.finish_pending_cleans(storage, timeline)
     return reverted
 
 
-def run_pending_compactions(spark, base, opts, limit=None, wave=None, before_wave=None, nice=0):
+def run_pending_compactions(spark, storage, opts, limit=None, wave=None, before_wave=None, nice=0):
     """Execute and commit pending compaction plans, earliest first. Returns the instants completed."""
     done = []
-    timeline = Timeline(base)
+    timeline = Timeline(storage)
     for instant in list(pending_plans(timeline)):
         if limit is not None and len(done) >= limit:
             break
-        run_compaction(spark, base, timeline, instant, opts.max_memory_bytes, opts.tasks, wave=wave,
+        run_compaction(spark, storage, timeline, instant, opts.max_memory_bytes, opts.tasks, wave=wave,
                        before_wave=before_wave, nice=nice)
         done.append(instant)
     return done
@@ -53,8 +54,8 @@ def run_pending_compactions(spark, base, opts, limit=None, wave=None, before_wav
 class TableServices:
     """Compaction and cleaning for one table, driven by the sink after each committed micro-batch."""
 
-    def __init__(self, base, opts):
-        self.base = base
+    def __init__(self, storage, opts):
+        self.storage = storage_for(storage)
         self.opts = opts
         self._thread = None
         self._lock = threading.Lock()
@@ -75,29 +76,29 @@ class TableServices:
     def start(self):
         """Recovery before the first micro-batch of this process."""
         if not self._recovered:
-            recover(self.base)
+            recover(self.storage)
             self._recovered = True
 
     def after_commit(self, spark):
         opts = self.opts
-        timeline = Timeline(self.base)
+        timeline = Timeline(self.storage)
         if opts.schedule:
-            instant = schedule_compaction(self.base, timeline, opts)
+            instant = schedule_compaction(self.storage, timeline, opts)
             if instant:
-                log.info("compaction %s scheduled for %s", instant, self.base)
+                log.info("compaction %s scheduled for %s", instant, self.storage.uri)
         if not opts.async_run:
-            self.completed += run_pending_compactions(spark, self.base, opts)
-            clean.clean(self.base, Timeline(self.base), opts)
+            self.completed += run_pending_compactions(spark, self.storage, opts)
+            clean.clean(self.storage, Timeline(self.storage), opts)
             return
         if not opts.clean_async:
-            clean.clean(self.base, Timeline(self.base), opts)
+            clean.clean(self.storage, Timeline(self.storage), opts)
         self._spark = spark
         self._kick()
-        pending = len(pending_plans(Timeline(self.base)))
+        pending = len(pending_plans(Timeline(self.storage)))
         if pending > opts.max_pending:
             log.warning("%d compaction plans pending for %s (limit %d): waiting for compaction to catch up",
-                        pending, self.base, opts.max_pending)
-            while len(pending_plans(Timeline(self.base))) > opts.max_pending:
+                        pending, self.storage, opts.max_pending)
+            while len(pending_plans(Timeline(self.storage))) > opts.max_pending:
                 self._kick()
                 self._thread.join(0.5)
 
@@ -127,14 +128,14 @@ class TableServices:
                 return
             self._again = True
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._loop, name=f"hoodie-compaction-{self.base}",
+                self._thread = threading.Thread(target=self._loop, name=f"hoodie-compaction-{self.storage.uri}",
                                                 daemon=True)
                 self._thread.start()
 
     def _loop(self):
         sc = self._spark.sparkContext
         sc.setLocalProperty("spark.scheduler.pool", POOL)
-        sc.setJobGroup(self._group, f"hoodie-stream compaction of {self.base}", interruptOnCancel=False)
+        sc.setJobGroup(self._group, f"hoodie-stream compaction of {self.storage.uri}", interruptOnCancel=False)
         while True:
             with self._lock:
                 if self._stop or not self._again:
@@ -142,20 +143,20 @@ class TableServices:
                     return
                 self._again = False
             try:
-                done = run_pending_compactions(self._spark, self.base, self.opts, limit=1,
+                done = run_pending_compactions(self._spark, self.storage, self.opts, limit=1,
                                                wave=self._wave_size(self._spark), before_wave=self._before_wave,
                                                nice=self.opts.nice)
                 if done:
                     self.completed += done
                     self._again = True
                 if self.opts.clean_async:
-                    clean.clean(self.base, Timeline(self.base), self.opts)
+                    clean.clean(self.storage, Timeline(self.storage), self.opts)
             except Exception as exc:  # the plan stays requested; the next micro-batch retries it
                 if self._stop:
                     log.info("table services of %s stopped during a compaction; its plan stays requested",
-                             self.base)
+                             self.storage)
                 else:
-                    log.exception("table service failed for %s", self.base)
+                    log.exception("table service failed for %s", self.storage.uri)
                     self.errors.append(exc)
 
     def _thread_done(self):
@@ -169,7 +170,7 @@ class TableServices:
             thread.join(timeout)
             if thread.is_alive():
                 return False
-        return not pending_plans(Timeline(self.base)) or self.opts.async_run is False
+        return not pending_plans(Timeline(self.storage)) or self.opts.async_run is False
 
     def stop(self, wait=True):
         """Stop the service thread: after its running step (`wait`), or now, cancelling the running compaction's

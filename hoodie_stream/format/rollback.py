@@ -75,12 +75,6 @@ def rollback_if_pending(storage, timeline, ts):
     return True
 
 
-def _relative(storage, path):
-    """A path of a rollback plan (a URI of a file in the table, or a path relative to it) relative to the root."""
-    root = storage.uri.rstrip("/") + "/"
-    return path[len(root):] if path.startswith(root) else path
-
-
 def _execute(storage, timeline, ts, plan):
     started = time.time()
     target = plan["instantToRollback"]
@@ -95,7 +89,7 @@ def _execute(storage, timeline, ts, plan):
             "logFilesFromFailedCommit": {},
         })
         for path in req["filesToBeDeleted"]:
-            storage.delete(_relative(storage, path))
+            storage.delete(storage.relative(path))
             meta["successDeleteFiles"].append(path)
             deleted += 1
     timeline.delete_instant_files(target["commitTime"], target["action"])

@@ -168,6 +168,11 @@ class Timeline:
         self.reload()
         return inst
 
+    def revert_to_requested(self, ts, action):
+        """inflight -> requested: delete the inflight file (Hudi's revertInstantFromInflightToRequested)."""
+        self.storage.delete(f"{HOODIE_DIR}/{Instant(ts, action, INFLIGHT).file_name}")
+        self.reload()
+
     def delete_instant_files(self, ts, action, only_pending=True):
         """Remove an instant's files, completed first then inflight then requested (used by rollback)."""
         states = [INFLIGHT, REQUESTED]

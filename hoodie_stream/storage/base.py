@@ -23,7 +23,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import IO, Iterable, Iterator
 
-from .paths import join
+from .paths import check_relative, join
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,22 @@ class Storage:
     def uri_of(self, path: str) -> str:
         """The URI of an object, for messages and for metadata that records full paths."""
         return join(self.uri.rstrip("/"), path) if path else self.uri
+
+    def relative(self, location: str) -> str:
+        """The path relative to this root of a location recorded in metadata: a URI or absolute path inside the
+        root (`file:` prefixes as Hudi writes them are accepted), or a relative path. HoodiePathError when it is
+        outside the root."""
+        root = self.uri.rstrip("/") + "/"
+        for prefix in ("file://", "file:"):
+            if location.startswith(prefix) and not root.startswith(prefix):
+                location = location[len(prefix):]
+                break
+        if location.startswith(root):
+            location = location[len(root):]
+        return check_relative(location, "path recorded in the table's metadata")
+
+    def __str__(self) -> str:
+        return self.uri
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.uri!r})"

@@ -14,8 +14,8 @@ from ..checkpoints.batch_checkpoint import checkpoint_metadata
 from ..checkpoints.recovery import INDEX_MARK
 from ..format.commit_metadata import WriteStat
 from ..errors import HoodieError
-from ..format.markers import list_markers
-from ..format.rollback import files_of_instant, rollback_instant
+from ..format.markers import delete_markers, list_markers
+from ..format.rollback import files_of_instant
 
 _TASK_ERROR = re.compile(r"hoodie_stream\.errors\.(Hoodie\w*Error): (.+)")
 
@@ -51,29 +51,20 @@ def parse_task_results(rows):
     return stats, flushes
 
 
-def reconcile_markers(base, instant, stats):
+def reconcile_markers(storage, instant, stats):
     """Delete files a failed or speculative task attempt wrote (they have markers but no write stat), as Hudi
     does before completing an instant. Returns the paths removed."""
-    import os
-
     written = {s.path for s in stats}
-    removed = []
-    for rel, _io in list_markers(base, instant):
-        if rel not in written:
-            path = os.path.join(base, rel)
-            if os.path.exists(path):
-                os.remove(path)
-                removed.append(rel)
-    return removed
+    return [rel for rel, _io in list_markers(storage, instant) if rel not in written and storage.delete(rel)]
 
 
 def commit(txn, stats, identifier, batch_id):
-    reconcile_markers(txn.base, txn.instant, stats)
+    reconcile_markers(txn.storage, txn.instant, stats)
     txn.add_stats(stats)
     extra = checkpoint_metadata(txn.writer.timeline, identifier, batch_id)
     extra[INDEX_MARK] = "1"  # this instant saved its index state before committing
     txn.commit(extra)
-    index_state.write_latest(txn.base, txn.instant)
+    index_state.write_latest(txn.storage, txn.instant)
     return txn.instant
 
 
@@ -83,25 +74,18 @@ def discard_empty(txn):
     timeline.reload()
     for inst in [i for i in timeline.instants if i.timestamp == txn.instant]:
         timeline.delete_instant_files(inst.timestamp, inst.action, only_pending=True)
-    index_state.remove_instant(txn.base, txn.instant)
-    from ..format.markers import delete_markers
-
-    delete_markers(txn.base, txn.instant)
+    index_state.remove_instant(txn.storage, txn.instant)
+    delete_markers(txn.storage, txn.instant)
     timeline.reload()
 
 
 def abort(txn):
     """Roll back a failed instant; without any file written it simply disappears."""
-    if not list_markers(txn.base, txn.instant) and not files_of_instant(txn.base, txn.instant):
+    if not list_markers(txn.storage, txn.instant) and not files_of_instant(txn.storage, txn.instant):
         discard_empty(txn)
         return
-    timeline = txn.writer.timeline
-    timeline.reload()
-    inst = timeline.get(txn.instant)
-    if inst is not None and not inst.is_completed:
-        rollback_instant(txn.base, timeline, inst)
-    index_state.remove_instant(txn.base, txn.instant)
-    timeline.reload()
+    txn.rollback()
+    index_state.remove_instant(txn.storage, txn.instant)
 
 
 def task_error(exc):

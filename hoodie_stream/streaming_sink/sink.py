@@ -26,6 +26,7 @@ from ..format.merge import merge_mode
 from ..format.writer import HoodieWriter, table_avro_schema
 from . import coordinator
 from ..options import parse_options
+from ..storage import storage_for
 from .key_by import KeyBy
 from .write_function import RESULT_SCHEMA, StreamWriteFunction
 
@@ -36,7 +37,8 @@ class HoodieStreamSink:
     """A picklable foreachBatch function writing each micro-batch as one Hudi delta commit."""
 
     def __init__(self, path, options=None, **shortcuts):
-        self.path = os.path.abspath(str(path))
+        self.storage = storage_for(path)
+        self.path = self.storage.uri
         self.options = parse_options(self.path, options, **shortcuts)
         self.last_result = None
         self._services = None
@@ -51,7 +53,7 @@ class HoodieStreamSink:
     def services(self):
         """The table services (compaction, cleaning) this sink drives on the driver."""
         if self._services is None:
-            self._services = TableServices(self.path, self.options.compaction)
+            self._services = TableServices(self.storage, self.options.compaction)
         return self._services
 
     def close(self, wait=True):
@@ -80,8 +82,8 @@ class HoodieStreamSink:
         # a delete batch needs only the key (and partition) columns: nothing of it is written as data
         new_avro = None if self.options.operation == "delete" else self._check_schema(writer, batch_arrow)
         if not self.services.started:
-            recovery.remove_leftovers(writer.base)  # first batch of this process: nothing else writes yet
-        recovery.rollback_pending_writes(writer.base, writer.timeline)
+            recovery.remove_leftovers(writer.storage)  # first batch of this process: nothing else writes yet
+        recovery.rollback_pending_writes(writer.storage, writer.timeline)
         self.services.start()
         done = last_batch_id(writer.timeline, identifier)
         if done is not None and batch_id <= done:
@@ -89,8 +91,8 @@ class HoodieStreamSink:
             self.last_result = coordinator.BatchResult(skipped=True)
             return
         tasks = self._tasks(spark)
-        if not recovery.index_is_current(writer.base, writer.timeline):
-            recovery.rebuild_index(spark, writer.base, writer.timeline, self.options.key_groups,
+        if not recovery.index_is_current(writer.storage, writer.timeline):
+            recovery.rebuild_index(spark, writer.storage, writer.timeline, self.options.key_groups,
                                    self.options.global_index, tasks[0])
         txn = writer.start(operation=self.options.operation.upper())
         if new_avro is not None:
@@ -205,7 +207,7 @@ class HoodieStreamSink:
         committed = {i.timestamp for i in timeline.commits_timeline()}
         recent = recent_write_commits(timeline)
         record_size = average_record_size(recent, o.record_size_estimate)
-        small = small_file_profile(writer.base, timeline, o.max_file_size, o.log_to_parquet_ratio, record_size,
+        small = small_file_profile(writer.storage, timeline, o.max_file_size, o.log_to_parquet_ratio, record_size,
                                    assign_tasks)
 
         keyed_schema = T.StructType(df.schema.fields + [
@@ -219,13 +221,13 @@ class HoodieStreamSink:
             T.StructField(KEY, T.StringType()), T.StructField(PARTITION, T.StringType()),
             T.StructField(FILE_ID, T.StringType()), T.StructField(KIND, T.ByteType()),
             T.StructField(SEQ, T.LongType()), T.StructField(WRITE_TASK, T.IntegerType())])
-        assigner = BucketAssigner(writer.base, txn.instant, committed, o.global_index, o.operation, ordering,
+        assigner = BucketAssigner(writer.storage, txn.instant, committed, o.global_index, o.operation, ordering,
                                   mode == "EVENT_TIME_ORDERING", small, o.max_file_size / record_size, data_columns,
                                   assign_tasks, o.release_memory, WritePlan(write_tasks, recent_loads(recent)))
         # sorted by key group within each task, so a bucket assigner holds one key group's rows at a time
         routed = (keyed.repartition(assign_tasks, ASSIGN_TASK).sortWithinPartitions(KEY_GROUP)
                   .mapInArrow(assigner, routed_schema))
-        write_fn = StreamWriteFunction(writer.base, txn.instant, txn.avro_schema, data_columns, ordering,
+        write_fn = StreamWriteFunction(writer.storage, txn.instant, txn.avro_schema, data_columns, ordering,
                                        o.batch_size_bytes, o.task_max_size_bytes, pending_file_groups(timeline),
                                        o.release_memory)
         # each file group to its write task (write_tasks.py: balanced by recent load, one task per file group)

@@ -11,7 +11,6 @@ deletes. The task returns one row per file written (its write stat as JSON) and 
 """
 
 import json
-import os
 
 import numpy as np
 import pyarrow as pa
@@ -240,11 +239,10 @@ class BufferedWriter:
                 self._timeline = Timeline(self.fn.base)
             view = FileSystemView(self.fn.base, self._timeline)
             slices = {}
-            if os.path.isdir(os.path.join(self.fn.base, partition) if partition else self.fn.base):
-                for group in list_file_groups(self.fn.base, partition):
-                    found = view.slices(group)
-                    if found:
-                        slices[group.file_id] = (found[-1].base_instant, found[-1].base_file or "")
+            for group in list_file_groups(view.storage, partition):
+                found = view.slices(group)
+                if found:
+                    slices[group.file_id] = (found[-1].base_instant, found[-1].base_file or "")
             self._slices[partition] = slices
         known = self._slices[partition].get(file_id)
         if known is not None:
