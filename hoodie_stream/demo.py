@@ -8,6 +8,7 @@ import sys
 import tempfile
 
 from .format.reader import HoodieTable
+from .storage import LocalStorage
 from .format.summary import table_summary
 
 CITIES = ["san_francisco", "sao_paulo", "chennai"]
@@ -17,16 +18,18 @@ SCHEMA = "id long, city string, ts long, fare double, _hoodie_is_deleted boolean
 def _generate(source, batches, per_batch, seed=1):
     """One JSON-lines file per micro-batch: inserts, updates (some moving city) and deletes of order ids."""
     rng = random.Random(seed)
-    os.makedirs(source, exist_ok=True)
+    files = LocalStorage(source)
     for b in range(batches):
-        path = os.path.join(source, f"part-{b:04d}.json")
-        with open(path, "w") as f:
-            for _ in range(per_batch):
-                key = rng.randrange(per_batch * 2)
-                f.write(json.dumps({"id": key, "city": rng.choice(CITIES), "ts": b * 1000 + rng.randrange(1000),
-                                    "fare": round(rng.random() * 100, 2),
-                                    "_hoodie_is_deleted": b > 0 and rng.random() < 0.05}) + "\n")
-        os.utime(path, (1_700_000_000 + b, 1_700_000_000 + b))
+        name = f"part-{b:04d}.json"
+        lines = []
+        for _ in range(per_batch):
+            key = rng.randrange(per_batch * 2)
+            lines.append(json.dumps({"id": key, "city": rng.choice(CITIES), "ts": b * 1000 + rng.randrange(1000),
+                                     "fare": round(rng.random() * 100, 2),
+                                     "_hoodie_is_deleted": b > 0 and rng.random() < 0.05}) + "\n")
+        files.write(name, "".join(lines).encode("utf-8"))
+        # the file source takes files in modification-time order: one micro-batch per file, in order
+        os.utime(files.local_file(name), (1_700_000_000 + b, 1_700_000_000 + b))
 
 
 def run_demo(path=None, batches=5, per_batch=2000):

@@ -135,10 +135,8 @@ class TableConfig:
             del props["hoodie.database.name"]
         props.update({k: str(v) for k, v in (extra or {}).items()})
         props["hoodie.table.checksum"] = str(checksum(props))
-        make_dirs = getattr(storage, "make_dirs", None)
-        if make_dirs is not None:
-            for d in EMPTY_DIRS:
-                make_dirs(f"{HOODIE_DIR}/{d}")
+        for d in EMPTY_DIRS:
+            storage.make_dirs(f"{HOODIE_DIR}/{d}")
         try:
             storage.create(PROPERTIES_PATH, properties_bytes(props))
         except HoodieObjectExistsError:

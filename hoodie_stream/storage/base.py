@@ -56,6 +56,7 @@ class Storage:
         raise NotImplementedError
 
     def exists(self, path: str) -> bool:
+        """Whether an object (or, where the storage has directories, a directory) is at `path`."""
         raise NotImplementedError
 
     def size(self, path: str) -> int:
@@ -86,6 +87,10 @@ class Storage:
         error (nothing appears otherwise). With `create`, HoodieObjectExistsError if the object exists by then."""
         raise NotImplementedError
         yield
+
+    def make_dirs(self, path: str) -> None:
+        """Create directory `path` where the storage has directories (a local file system); object stores have
+        none, and do nothing."""
 
     def delete(self, path: str) -> bool:
         """Delete an object; False when there was none."""

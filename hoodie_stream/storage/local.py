@@ -175,8 +175,6 @@ class LocalStorage(Storage):
             os.replace(tmp, target)
 
     def make_dirs(self, path: str) -> None:
-        """Create directory `path` (and its parents). Object stores have no directories; locally Hudi's layout
-        keeps a few empty ones."""
         os.makedirs(self._abs(path), exist_ok=True)
 
     def delete(self, path):
