@@ -66,8 +66,8 @@ class FileGroup:
 
 
 def list_partitions(storage):
-    """Relative paths of every directory under the table root (outside dot-directories such as .hoodie) that holds
-    data files."""
+    """Relative paths of every directory under the table root (outside .hoodie, the one directory Hudi's listing skips:
+    a partition may start with '.') that holds data files."""
     storage = storage_for(storage)
     found = []
     pending = [""]
@@ -75,7 +75,7 @@ def list_partitions(storage):
         path = pending.pop()
         if any(parse_base_file_name(f.name) or parse_log_file_name(f.name) for f in storage.list(path)):
             found.append(path)
-        pending.extend(join(path, d) for d in storage.list_dirs(path) if not d.startswith("."))
+        pending.extend(join(path, d) for d in storage.list_dirs(path) if d != ".hoodie")
     return sorted(found)
 
 

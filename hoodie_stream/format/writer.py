@@ -21,6 +21,7 @@ from .file_names import new_file_id
 from .keygen import make_key_generator
 from .markers import delete_markers
 from .partition_metadata import write_partition_metadata
+from .partition_path import check_partition_path
 from .rollback import rollback_if_pending
 from ..storage import storage_for
 from .table_config import TableConfig
@@ -148,6 +149,7 @@ class Transaction:
 
     def _partition(self, partition):
         if partition not in self._partitions:
+            check_partition_path(partition)
             write_partition_metadata(self.storage, partition, self.instant)
             self._partitions.add(partition)
 

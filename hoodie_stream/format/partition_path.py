@@ -1,0 +1,104 @@
+"""Partition paths that stay inside the table: the check a record's partition path passes before anything is written.
+
+A partition path is the key generator's output (`2026/11/23`, `city=sf`, `__HIVE_DEFAULT_PARTITION__`): relative,
+'/'-separated, '' for a non-partitioned table. It becomes directories under the table's root, so it is refused when
+it could leave the root or is no directory name:
+
+- absolute (`/abs`), or with an empty segment (`a//b`, `a/`), a `.` or a `..` segment (`./a`, `a/../b`);
+- with a NUL, a control character (U+0000-U+001F, U+007F) or a backslash;
+- with a segment longer than 255 bytes of UTF-8 (the longest directory name of local file systems and HDFS);
+- inside the table's metadata directory (`.hoodie`, `.hoodie/...`).
+
+`/` inside a value stays a nested partition, as Hudi's key generators use it; a hive-style segment `p=..` is one
+harmless name, while `p=../x` has a `..` segment. With `hoodie.datasource.write.partitionpath.urlencode` the key
+generator escapes `/`, `\\` and the control characters (Hudi's PartitionPathEncodeUtils), but not `.`: `..` is refused
+either way, as Hudi's own `PartitionPathEncodeUtils.validateNoPathTraversal` does.
+
+The refusal is a HoodiePathError, the error the storage layer raises for a path that would leave its root: the same
+condition, caught earlier and named by record and field. The vectorized check (`first_refused`) and the one-value
+check (`check_partition_path`) apply one rule.
+"""
+
+import re
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import HoodiePathError
+
+MAX_SEGMENT_BYTES = 255
+METADATA_DIR = ".hoodie"
+
+# one regular expression for Arrow (RE2) and Python's re: a match is a refused partition path
+_REFUSED = (
+    r"^/|/$|//|(?:^|/)\.\.?(?:/|$)"  # absolute, empty segment, '.' or '..' segment
+    r"|[\x00-\x1f\x7f\\]"  # NUL, control characters, backslash
+    r"|^\.hoodie(?:/|$)"  # the table's metadata directory
+)
+_LONG_SEGMENT = r"[^/]{%d,}" % (MAX_SEGMENT_BYTES + 1)  # matched over UTF-8 bytes
+_REFUSED_RE = re.compile(_REFUSED)
+_BAD_CHAR_RE = re.compile(r"[\x00-\x1f\x7f\\]")
+
+
+def problem(path):
+    """Why `path` cannot be a partition path, or None when it can."""
+    if path is None:
+        return "the key generator gave no partition path (null)"
+    if not isinstance(path, str):
+        return f"partition path {path!r} is not a string"
+    if path == "":
+        return None  # the table's root: a non-partitioned table
+    if path.startswith("/"):
+        return "it is absolute (starts with '/'); a partition path is relative to the table's root"
+    segments = path.split("/")
+    for segment in segments:
+        if segment == "":
+            return "it has an empty segment ('//', or a '/' at its end)"
+        if segment in (".", ".."):
+            return f"it has a {segment!r} segment, which would leave the partition's directory"
+        bad = _BAD_CHAR_RE.search(segment)
+        if bad:
+            return f"it contains the character {bad.group()!r}, which cannot be in a path segment"
+        if len(segment.encode("utf-8")) > MAX_SEGMENT_BYTES:
+            return f"its segment {segment[:40]!r}... is longer than {MAX_SEGMENT_BYTES} bytes"
+    if segments[0] == METADATA_DIR:
+        return f"it lies in the table's metadata directory {METADATA_DIR!r}"
+    return None
+
+
+def is_refused(path):
+    """True when `path` cannot be a partition path (the scalar form of `refused_mask`)."""
+    if not isinstance(path, str):
+        return True
+    if _REFUSED_RE.search(path):
+        return True
+    return any(len(s.encode("utf-8")) > MAX_SEGMENT_BYTES for s in path.split("/"))
+
+
+def check_partition_path(path, what="partition path"):
+    """`path` if it is a partition path inside the table, else HoodiePathError naming it and why."""
+    reason = problem(path)
+    if reason is not None:
+        raise HoodiePathError(f"{what} {path!r} is refused: {reason}")
+    return path
+
+
+def refused_mask(paths):
+    """Boolean array: True where the partition path (Arrow strings) is refused; nulls are refused."""
+    if isinstance(paths, pa.ChunkedArray):
+        paths = paths.combine_chunks()
+    if not pa.types.is_string(paths.type):
+        paths = paths.cast(pa.string())
+    bad = pc.match_substring_regex(paths, _REFUSED)
+    long = pc.match_substring_regex(paths.cast(pa.binary()), _LONG_SEGMENT)
+    return pc.fill_null(pc.or_(bad, long), True)
+
+
+def first_refused(paths):
+    """Index of the first refused partition path in `paths` (Arrow strings), None when all are accepted."""
+    if len(paths) == 0:
+        return None
+    mask = refused_mask(paths)
+    if not pc.any(mask).as_py():
+        return None
+    return pc.index(mask, True).as_py()
