@@ -88,9 +88,6 @@ class RecordingStorage(Storage):
     def delete_tree(self, path):
         return self._local.delete_tree(self._at("delete_tree", path))
 
-    def local_file(self, path):
-        return self._local.local_file(self._at("local_file", path))
-
     def child(self, path):
         path = check_relative(path)
         return RecordingStorage(self.name, self.backing_dir, self.log_path,
