@@ -19,6 +19,7 @@ Storages are picklable (they travel to Spark tasks with the operators that use t
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 from dataclasses import dataclass
 from typing import IO, Iterable, Iterator
@@ -66,7 +67,7 @@ class Storage:
         """Objects directly in directory `path` (or anywhere under it), sorted by path; [] if there are none."""
         raise NotImplementedError
 
-    def list_dirs(self, path: str = "") -> list[str]:
+    def list_dirs(self, path: str = "") -> builtins.list[str]:  # `list` is the method above
         """Names of the directories directly in `path`, sorted."""
         raise NotImplementedError
 
@@ -102,8 +103,11 @@ class Storage:
 
     # -- local files -----------------------------------------------------------------------------------------
     def local_file(self, path: str) -> str:
-        """A local file system path holding the object's bytes, for memory-mapping."""
-        raise NotImplementedError
+        """A local file system path holding the object's bytes, for memory-mapping: a copy in the local cache
+        (`local_cache.py`) unless the storage is local itself."""
+        from .local_cache import cached_copy
+
+        return cached_copy(self, path)
 
     # -- navigation ------------------------------------------------------------------------------------------
     def child(self, path: str) -> Storage:
