@@ -70,8 +70,8 @@ def test_incompatible_schema_changes(spark, table):
                    "id long, city string, ts long, v int, _hoodie_is_deleted boolean", HoodieError, "'v'")
     assert_refused(spark, base, sink, [(3, "sf", 1, False)],
                    "id long, city string, ts long, _hoodie_is_deleted boolean", HoodieError, "'v'")
-    assert_refused(spark, base, sink, [(3, "sf", 1, False, "c")],
-                   "id long, city string, ts long, _hoodie_is_deleted boolean, v string", HoodieError, "'v'")
+    assert_refused(spark, base, sink, [(3, "sf", 1, False, True)],
+                   "id long, city string, ts long, _hoodie_is_deleted boolean, v boolean", HoodieError, "'v'")
 
 
 def test_new_nullable_column_at_the_end_evolves_the_table(spark, table):

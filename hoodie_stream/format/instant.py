@@ -5,6 +5,8 @@ import re
 import threading
 from typing import NamedTuple, Optional
 
+from ..errors import HoodieConfigError
+
 REQUESTED = "requested"
 INFLIGHT = "inflight"
 COMPLETED = "completed"
@@ -36,10 +38,6 @@ class Instant(NamedTuple):
     timestamp: str
     action: str
     state: str
-
-    REQUESTED = REQUESTED
-    INFLIGHT = INFLIGHT
-    COMPLETED = COMPLETED
 
     @property
     def is_completed(self):
@@ -100,6 +98,85 @@ def format_instant(dt):
     """17-digit yyyyMMddHHmmssSSS of a datetime (converted to UTC)."""
     dt = dt.astimezone(datetime.timezone.utc)
     return dt.strftime(FORMAT) + f"{dt.microsecond // 1000:03d}"
+
+
+_DATE = r"(\d{4})-(\d{2})-(\d{2})"
+_QUERY_FORMS = (
+    re.compile(r"(\d{4})(\d{2})(\d{2})(\d{2})(\d{2})(\d{2})(\d{3})?"),
+    re.compile(_DATE + r"(?:[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})?)?"),
+)
+QUERY_INSTANT_FORMS = ("yyyyMMddHHmmssSSS", "yyyyMMddHHmmss", "yyyy-MM-dd HH:mm:ss[.SSS]", "yyyy-MM-dd",
+                       "yyyy-MM-ddTHH:mm:ss[.fff][Z|+hh:mm|-hh:mm]")
+
+
+def parse_instant_time(value, what="instant", timezone="UTC"):
+    """The instant time a query argument (`as_of`, `start`, `end`) names, as Hudi reads it; compared as text with
+    the timeline's instant times, as Hudi compares them.
+
+    Accepted, as Hudi's time travel (HoodieSqlCommonUtils.formatQueryInstant) takes them: an instant time
+    `yyyyMMddHHmmssSSS`; `yyyyMMddHHmmss`, kept as it is (as in Hudi and hudi-rs it then sorts before the
+    17-digit instants of that second); `yyyy-MM-dd HH:mm:ss` (millis 999: the whole second, as Hudi completes it)
+    and `yyyy-MM-dd HH:mm:ss.SSS`; `yyyy-MM-dd` (midnight). As hudi-rs takes them: ISO `yyyy-MM-ddTHH:mm:ss[.fff]`
+    with an optional `Z` or `+hh:mm` offset (the exact time: millis 000 when none are given). Also a `datetime` or
+    `date`. Times without an offset are wall-clock times of the table's timeline timezone
+    (`hoodie.table.timeline.timezone`: "UTC", else the local one); times with an offset are converted to it.
+    Anything else raises HoodieConfigError naming `what` and the accepted forms.
+    """
+    text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+    dt = None
+    if isinstance(value, datetime.datetime):
+        dt = value.replace(microsecond=value.microsecond // 1000 * 1000)
+    elif isinstance(value, datetime.date):
+        dt = datetime.datetime(value.year, value.month, value.day)
+    elif text is not None:
+        dt = _parse_query_text(text)
+        if dt is not None and len(text) == 14:
+            return text
+    if dt is None:
+        _refuse(value, what)
+    if dt.tzinfo is not None:
+        zone = datetime.timezone.utc if str(timezone).upper() == "UTC" else None
+        dt = dt.astimezone(zone).replace(tzinfo=None)
+    return dt.strftime(FORMAT) + f"{dt.microsecond // 1000:03d}"
+
+
+def _refuse(value, what):
+    raise HoodieConfigError(f"{what}={value!r} is not an instant time; accepted forms: {', '.join(QUERY_INSTANT_FORMS)} "
+                            "(times in the table's timeline timezone unless an offset is given)")
+
+
+def _parse_query_text(text):
+    """A datetime (aware when the text has an offset) of a query instant text; None when it has no accepted form."""
+    digits, iso = _QUERY_FORMS
+    try:
+        m = digits.fullmatch(text)
+        if m:
+            *parts, millis = m.groups()
+            return datetime.datetime(*map(int, parts), (999 if millis is None else int(millis)) * 1000)
+        m = iso.fullmatch(text)
+        if not m:
+            return None
+        *parts, fraction, offset = m.groups()
+        if parts[3] is None:
+            return datetime.datetime(*map(int, parts[:3]))
+        if fraction is not None:
+            millis = int((fraction + "00")[:3])
+        else:  # Hudi's `yyyy-MM-dd HH:mm:ss` is the whole second; an ISO time is exact (hudi-rs)
+            millis = 999 if text[10] == " " else 0
+        dt = datetime.datetime(*map(int, parts), millis * 1000)
+    except ValueError:  # a month 13, a day 31 of a 30-day month, an hour 24 ...
+        return None
+    if offset:
+        if offset == "Z":
+            zone = datetime.timezone.utc
+        else:
+            hours, minutes = int(offset[1:3]), int(offset[4:6])
+            if hours > 23 or minutes > 59:
+                return None
+            sign = -1 if offset[0] == "-" else 1
+            zone = datetime.timezone(sign * datetime.timedelta(hours=hours, minutes=minutes))
+        dt = dt.replace(tzinfo=zone)
+    return dt
 
 
 _lock = threading.Lock()

@@ -9,6 +9,7 @@ from .avro_schema import META_FIELDS, avro_to_arrow_schema
 from .base_file import read_base_file
 from ..errors import HoodieError
 from .fs_view import FileSlice, FileSystemView
+from .instant import parse_instant_time
 from .keygen import make_key_generator
 from .log_scanner import slice_versions
 from .merge import KEY, Version, merge, merge_mode
@@ -77,15 +78,22 @@ class HoodieTable:
 
         snapshot: the merged latest version of every record as of `as_of` (default: latest completed instant).
         read_optimized: base files only. incremental: the latest version (as of `end`) of the records written by
-        instants in (start, end].
+        instants in (start, end]. `as_of`, `start` and `end` take Hudi's instant forms (`instant.parse_instant_time`:
+        `yyyyMMddHHmmssSSS`, `yyyy-MM-dd HH:mm:ss[.SSS]`, `yyyy-MM-dd`, ISO date-times); anything else is refused.
         """
         if query_type not in QUERY_TYPES:
             raise HoodieError(f"query_type must be one of {QUERY_TYPES}, got {query_type!r}")
+        zone = self.config.timeline_timezone
         if query_type == "incremental":
+            if as_of is not None:
+                raise HoodieError("as_of applies to snapshot and read_optimized reads; use start/end for incremental")
+            start, end = (None if t is None else parse_instant_time(t, name, zone)
+                          for t, name in ((start, "start"), (end, "end")))
             table = self._read_incremental(start, end)
         else:
             if start is not None or end is not None:
                 raise HoodieError("start/end apply to incremental reads only; use as_of for time travel")
+            as_of = None if as_of is None else parse_instant_time(as_of, "as_of", zone)
             table = self._read_snapshot(as_of, read_optimized=query_type == "read_optimized")
         if not self.meta_fields:
             table = table.drop_columns([c for c in META_FIELDS if c in table.column_names])

@@ -5,11 +5,13 @@ driver): key-by -> shuffle by key group -> BucketAssigner -> shuffle by file gro
 driver coordinates one delta commit per micro-batch and makes the result exactly-once across restarts.
 """
 
-import json
+import dataclasses
 import logging
 import os
-import shutil
+import subprocess
+import sys
 
+import pyarrow as pa
 
 from ..bucket_assign.assigner import BucketAssigner
 from ..bucket_assign.write_tasks import WritePlan, recent_loads
@@ -23,6 +25,7 @@ from ..compaction.service import TableServices
 from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema
 from ..errors import HoodieConfigError, HoodieError, HoodieTableError
 from ..format.merge import merge_mode
+from ..format.timeline import Timeline
 from ..format.writer import HoodieWriter, table_avro_schema
 from . import coordinator
 from ..options import parse_options
@@ -42,6 +45,7 @@ class HoodieStreamSink:
         self.options = parse_options(self.path, options, **shortcuts)
         self.last_result = None
         self._services = None
+        self._created = None  # what the table root held before this micro-batch created the table
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -64,7 +68,13 @@ class HoodieStreamSink:
     # -- the micro-batch -----------------------------------------------------------------------------------
     def __call__(self, df, batch_id):
         with self.services.ingesting():  # async compaction starts no new work while a micro-batch runs
-            self._write_batch(df, batch_id)
+            try:
+                self._write_batch(df, batch_id)
+            except BaseException:
+                self._undo_failed_creation()
+                raise
+            finally:
+                self._created = None
         if self.last_result is not None and self.last_result.instant:
             try:
                 self.services.after_commit(df.sparkSession)
@@ -76,11 +86,12 @@ class HoodieStreamSink:
         spark = df.sparkSession
         query_id = spark.sparkContext.getLocalProperty("sql.streaming.queryId")
         identifier = writer_identifier(self.options.checkpoint_identifier, query_id)
+        check_worker_python(spark)
         self._check_columns(df)
         batch_arrow = _arrow_schema(df.schema)
         writer = self._open_or_create(batch_arrow)
         # a delete batch needs only the key (and partition) columns: nothing of it is written as data
-        new_avro = None if self.options.operation == "delete" else self._check_schema(writer, batch_arrow)
+        new_avro, df = (None, df) if self.options.operation == "delete" else self._check_schema(writer, batch_arrow, df)
         if not self.services.started:
             recovery.remove_leftovers(writer.storage)  # first batch of this process: nothing else writes yet
         recovery.rollback_pending_writes(writer.storage, writer.timeline)
@@ -134,60 +145,133 @@ class HoodieStreamSink:
             raise HoodieConfigError(f"the micro-batch carries Hudi meta column(s) {meta}; drop them before writing")
 
     def _open_or_create(self, batch_arrow):
-        hoodie = os.path.join(self.path, ".hoodie")
+        storage = self.storage
         o = self.options
-        if _half_created(hoodie):
-            log.warning("%s: removing a .hoodie directory whose creation was interrupted", hoodie)
-            shutil.rmtree(hoodie)
-        if not os.path.isdir(hoodie):
-            if os.path.isdir(self.path) and [n for n in os.listdir(self.path) if not n.startswith(".")]:
+        if _half_created(storage):
+            log.warning("%s: removing a .hoodie directory whose creation was interrupted", storage.uri_of(".hoodie"))
+            storage.delete_tree(".hoodie")
+        if ".hoodie" not in storage.list_dirs(""):
+            before = _root_entries(storage)
+            if [n for n in before[0] | before[1] if not n.startswith(".")]:
                 raise HoodieTableError(self.path, "the directory is not empty and is not a Hudi table "
                                                   "(no .hoodie/hoodie.properties)")
             if o.operation == "delete":
                 raise HoodieTableError(self.path, "cannot delete from a table that does not exist yet")
             HoodieWriter.create(
-                self.path, table_name=o.table_name, record_key_fields=o.record_key_fields, schema=batch_arrow,
+                storage, table_name=o.table_name, record_key_fields=o.record_key_fields, schema=batch_arrow,
                 precombine_field=o.precombine_field, partition_fields=o.partition_fields, hive_style=o.hive_style,
                 url_encode=o.url_encode, keygen_class=o.raw.get("hoodie.datasource.write.keygenerator.class"),
                 payload_class=o.payload_class, extra=_keygen_extra(o.raw))
-        writer = HoodieWriter(self.path)
+            self._created = before
+        writer = HoodieWriter(storage)
         cfg = writer.config
         if not cfg.populate_meta_fields:
             raise HoodieTableError(self.path, "the table was written with hoodie.populate.meta.fields=false; the "
                                               "sink writes meta fields and refuses to mix them in")
         if cfg.table_type != "MERGE_ON_READ":
             raise HoodieTableError(self.path, f"table type is {cfg.table_type}; the sink writes MERGE_ON_READ tables")
+        # as Hudi's HoodieSparkSqlWriter: a table name given for an existing table must be its name (Spark's
+        # case-insensitive resolver); record key, partition and precombine fields must be the table's
+        if "hoodie.table.name" in o.raw and o.table_name.lower() != cfg.table_name.lower():
+            raise HoodieConfigError(f"option 'hoodie.table.name' is {o.table_name!r} but the table at {self.path} is "
+                                    f"named {cfg.table_name!r}; a Hudi table cannot be written under another name")
         if list(cfg.record_key_fields) != list(o.record_key_fields):
             raise HoodieConfigError(f"option 'hoodie.datasource.write.recordkey.field' is {o.record_key_fields} but "
                                     f"the table at {self.path} has record key {cfg.record_key_fields}")
         if list(cfg.partition_fields or []) != list(o.partition_fields):
             raise HoodieConfigError(f"option 'hoodie.datasource.write.partitionpath.field' is {o.partition_fields} "
                                     f"but the table at {self.path} is partitioned by {cfg.partition_fields}")
+        if o.precombine_field is None and cfg.precombine_field:
+            # unset: the table's ordering field applies (Hudi fills write options from the table config)
+            self.options = o = dataclasses.replace(o, precombine_field=cfg.precombine_field)
+            if o.operation != "delete" and o.precombine_field not in batch_arrow.names:
+                raise HoodieConfigError(f"precombine (ordering) field {o.precombine_field!r} of the table at "
+                                        f"{self.path} is not a column of the micro-batch (columns: "
+                                        f"{sorted(batch_arrow.names)})")
+        elif o.precombine_field != cfg.precombine_field:
+            raise HoodieConfigError(f"option 'hoodie.datasource.write.precombine.field' is {o.precombine_field!r} but "
+                                    f"the table at {self.path} has precombine field {cfg.precombine_field!r}")
         return writer
 
-    def _check_schema(self, writer, batch_arrow):
-        """None when the batch has the table's schema; the evolved Avro schema when it adds nullable columns at
-        the end; HoodieError for anything else."""
+    def _undo_failed_creation(self):
+        """After a failed micro-batch: if it created the table and no commit completed, remove what it left (the
+        table root holds again what it held before), so that the next batch creates the table from its own
+        schema."""
+        before, self._created = self._created, None
+        if before is None:
+            return
+        storage = self.storage
+        try:
+            if Timeline(storage).commits_timeline():
+                return
+            files, dirs = before
+            for name in storage.list_dirs(""):
+                if name not in dirs:
+                    storage.delete_tree(name)
+            for info in storage.list(""):
+                if info.path not in files:
+                    storage.delete(info.path)
+        except Exception:
+            log.exception("%s: could not remove the table the failed micro-batch created", self.path)
+            return
+        log.warning("%s: the first micro-batch failed; the table it created was removed", self.path)
+
+    def _check_schema(self, writer, batch_arrow, df):
+        """Match the micro-batch's columns to the table's by name, as Hudi does. Returns (schema, df): the evolved
+        Avro schema (None when the table schema stays) and the micro-batch in the table's column order with
+        narrower types cast to the table's. Accepted: columns in any order; a column of a type Avro promotes to
+        the table's (int -> long/float/double, long -> float/double, float -> double) is written as the table's;
+        a column of a type the table's promotes to widens the table's; new nullable columns go at the end.
+        Anything else raises HoodieError."""
+        from pyspark.sql import functions as F
+
         table_avro = writer.avro_schema()
         table_arrow = avro_to_arrow_schema(table_avro)
         batch_avro = table_avro_schema(writer.config.table_name, batch_arrow)
         normalized = avro_to_arrow_schema(batch_avro)
+        batch_fields = {f["name"]: f for f in batch_avro["fields"]}
+        incompatible = f"schema of the micro-batch is incompatible with the table at {self.path}"
+        missing = [n for n in table_arrow.names if n not in normalized.names]
+        if missing:
+            raise HoodieError(f"{incompatible}: column(s) {missing} of the table are missing (table columns "
+                              f"{table_arrow.names}, batch {normalized.names}); Hudi does not drop columns")
+        fields, select, order, evolved, cast = [], [], [], False, False
         for i, f in enumerate(table_arrow):
-            if i >= len(normalized) or normalized[i].name != f.name:
+            batch_type = normalized.field(f.name).type
+            column = F.col(_quoted(f.name))
+            if batch_type.equals(f.type):
+                fields.append(table_avro["fields"][i])
+            elif any(batch_type.equals(t) for t in _PROMOTIONS.get(f.type, ())):
+                fields.append(batch_fields[f.name])  # the table's type widens to the batch's
+                evolved = True
+            elif any(f.type.equals(t) for t in _PROMOTIONS.get(batch_type, ())):
+                column = column.cast(_spark_types()[str(f.type)]()).alias(f.name)  # written as the table's type
+                fields.append(table_avro["fields"][i])
+                cast = True
+            else:
+                raise HoodieError(f"{incompatible}: column {f.name!r} is {batch_type} in the batch but {f.type} in the "
+                                  f"table (Hudi promotes int to long, float or double, long to float or double, "
+                                  f"float to double)")
+            select.append(column)
+            order.append(f.name)
+        for name in normalized.names:
+            if name in table_arrow.names:
+                continue
+            if not batch_arrow.field(name).nullable:
                 raise HoodieError(
-                    f"schema of the micro-batch is incompatible with the table at {self.path}: column {f.name!r} "
-                    f"is missing or out of place (table columns {table_arrow.names}, batch {normalized.names})")
-            if not normalized[i].type.equals(f.type):
-                raise HoodieError(
-                    f"schema of the micro-batch is incompatible with the table at {self.path}: column {f.name!r} "
-                    f"is {normalized[i].type} in the batch but {f.type} in the table")
-        extra = list(normalized)[len(table_arrow):]
-        if not extra:
-            return None
-        for f in extra:
-            if not batch_arrow.field(f.name).nullable:
-                raise HoodieError(f"new column {f.name!r} must be nullable to evolve the table at {self.path}")
-        return batch_avro
+                    f"new column {name!r} must be nullable to evolve the table at {self.path} (the rows written before "
+                    f"have no value); make it nullable in Spark before writing, e.g. "
+                    f"df.withColumn({name!r}, F.when(F.col({name!r}).isNotNull(), F.col({name!r}))), or "
+                    f"df.to(schema) with StructField({name!r}, ..., nullable=True)")
+            fields.append(batch_fields[name])
+            select.append(F.col(_quoted(name)))
+            order.append(name)
+            evolved = True
+        if cast or order != list(df.columns):
+            df = df.select(*select)
+        if not evolved:
+            return None, df
+        return dict(table_avro, fields=fields), df
 
     def _tasks(self, spark):
         default = spark.sparkContext.defaultParallelism
@@ -236,17 +320,86 @@ class HoodieStreamSink:
         return [(r["kind"], r["payload"]) for r in results.collect()]
 
 
-def _half_created(hoodie):
+def _half_created(storage):
     """A .hoodie left by a table creation that died before hoodie.properties was written: no properties, no
     instant, no data file anywhere in the table."""
-    if not os.path.isdir(hoodie):
+    if ".hoodie" not in storage.list_dirs(""):
         return False
-    if any(os.path.exists(os.path.join(hoodie, n)) for n in ("hoodie.properties", "hoodie.properties.backup")):
+    if any(storage.exists(f".hoodie/{n}") for n in ("hoodie.properties", "hoodie.properties.backup")):
         return False
-    if any(not n.startswith(".") and os.path.isfile(os.path.join(hoodie, n)) for n in os.listdir(hoodie)):
+    if any(not info.name.startswith(".") for info in storage.list(".hoodie")):
         return False
-    base = os.path.dirname(hoodie)
-    return not [n for n in os.listdir(base) if not n.startswith(".")]
+    files, dirs = _root_entries(storage)
+    return not [n for n in files | dirs if not n.startswith(".")]
+
+
+def _root_entries(storage):
+    """(file names, directory names) directly in the table root."""
+    return {info.path for info in storage.list("")}, set(storage.list_dirs(""))
+
+
+def _quoted(name):
+    """A column name as Spark parses it literally (dots and spaces included)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+# Avro's type promotions (a reader of the wider type reads data of the narrower one), which Hudi's schema
+# evolution follows on write; the readers cast older data to the commit's schema.
+_PROMOTIONS = {
+    pa.int32(): (pa.int64(), pa.float32(), pa.float64()),
+    pa.int64(): (pa.float32(), pa.float64()),
+    pa.float32(): (pa.float64(),),
+}
+
+
+def _spark_types():
+    from pyspark.sql import types as T
+
+    return {"int64": T.LongType, "float": T.FloatType, "double": T.DoubleType}
+
+
+_checked_worker_pythons: set[str] = set()
+
+
+def check_worker_python(spark):
+    """Refuse, before anything is written, a local Spark whose Python workers cannot import hoodie_stream.
+
+    PySpark starts its workers with PYSPARK_PYTHON, else `python3` from the PATH (`spark.pyspark.python` takes
+    effect through spark-submit, which sets PYSPARK_PYTHON). A script run as `.venv/bin/python pipeline.py` would
+    fail in every task with "No module named 'hoodie_stream'"; this says what to set instead. Checked once per
+    interpreter, only for local masters (the executors of a cluster run elsewhere).
+    """
+    try:
+        sc = spark.sparkContext
+        exe, master = sc.pythonExec, sc.master
+    except Exception:  # Spark Connect: no SparkContext here, the workers are the server's
+        return
+    if exe in _checked_worker_pythons or not str(master).startswith("local"):
+        return
+    problem = worker_python_problem(exe)
+    if problem:
+        raise HoodieConfigError(problem)
+    _checked_worker_pythons.add(exe)
+
+
+def worker_python_problem(exe, run=subprocess.run):
+    """None when interpreter `exe` (a path or a name looked up on the PATH) is this one or imports hoodie_stream,
+    else the message saying what to set."""
+    if os.path.isabs(exe) and os.path.realpath(exe) == os.path.realpath(sys.executable):
+        return None
+    where = "set by PYSPARK_PYTHON" if os.environ.get("PYSPARK_PYTHON") else "PySpark's default, from the PATH"
+    try:
+        done = run([exe, "-c", "import hoodie_stream"], capture_output=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as e:
+        reason = f"cannot be started ({e})"
+    else:
+        if done.returncode == 0:
+            return None
+        last = (done.stderr or b"").decode(errors="replace").strip().splitlines()
+        reason = f"cannot import hoodie_stream ({last[-1] if last else f'exit status {done.returncode}'})"
+    return (f"Spark starts its Python workers with {exe!r} ({where}), which {reason}; set the environment "
+            f"variable PYSPARK_PYTHON to the interpreter that has hoodie_stream (this one is {sys.executable}) "
+            "before the SparkSession starts, or spark.pyspark.python when launching with spark-submit")
 
 
 def _arrow_schema(spark_schema):
@@ -258,7 +411,3 @@ def _arrow_schema(spark_schema):
 def _keygen_extra(raw):
     return {k: v for k, v in raw.items() if k.startswith(("hoodie.keygen.timebased.", "hoodie.write.complex."))}
 
-
-def sink_result_json(result):
-    return json.dumps({"instant": result.instant, "writes": result.num_writes, "deletes": result.num_deletes,
-                       "flushes": result.flushes})
