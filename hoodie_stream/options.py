@@ -164,7 +164,7 @@ class SinkOptions:
     key_groups: int = 128
     payload_class: str | None = None
     release_memory: bool = True
-    compaction: "CompactionOptions" = None
+    compaction: "CompactionOptions | None" = None
 
     def table_props(self):
         """hoodie.properties-style props for the key generator of new tables."""

@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# Set up the virtualenv and run the whole test suite.
+# Set up the virtualenv, then the fast checks (lint, format, types, import layers: they fail first), then the whole
+# test suite. Arguments go to pytest, e.g. `scripts/run-tests.sh -m "not spark"` for the Spark-free tests only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-venv.sh
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy
+.venv/bin/python scripts/check_imports.py
 exec .venv/bin/python -m pytest -q "$@"

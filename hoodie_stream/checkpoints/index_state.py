@@ -30,7 +30,7 @@ from ..storage import join, storage_for
 from .key_index import HASH as KEY_HASH
 from .key_index import STATE_SCHEMA, KeyIndex, coded
 
-_CACHE = {}  # (table URI, key group) -> (instant, KeyIndex as of it); lives in each executor's Python worker
+_CACHE: dict[tuple[str, int], tuple[str, KeyIndex]] = {}  # (table URI, key group) -> (instant, KeyIndex as of it); lives in each executor's Python worker
 INDEX_DIR = ".hoodie/.aux/hoodie_stream/index"
 LATEST = f"{INDEX_DIR}/LATEST"
 

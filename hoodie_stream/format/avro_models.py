@@ -221,7 +221,7 @@ SCHEMAS = {
     "HoodieRequestedReplaceMetadata": HOODIE_REQUESTED_REPLACE_METADATA,
     "HoodieDeleteRecordList": HOODIE_DELETE_RECORD_LIST,
 }
-_PARSED = {}
+_PARSED: dict[str, dict] = {}
 
 
 def schema(name):

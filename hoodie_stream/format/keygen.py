@@ -146,7 +146,7 @@ def _join(parts, sep, n):
 class KeyGenerator:
     """Base key generator: record keys per the number of key fields, partition path per field list."""
 
-    class_name = None
+    class_name: str | None = None
 
     def __init__(self, record_key_fields, partition_fields=(), hive_style=False, url_encode=False,
                  consistent_logical_timestamp=False):
