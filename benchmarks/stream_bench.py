@@ -47,16 +47,14 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from memory_bench import WorkerRss
+from common import WorkerRss, spark_session, write_batch
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("uuid", pa.string()), ("rider", pa.string()),
                     ("driver", pa.string()), ("fare", pa.float64()), ("city", pa.string()),
@@ -122,35 +120,7 @@ class Workload:
         return int(self.live.sum())
 
 
-def write_batch(table, directory, files=2):
-    os.makedirs(directory, exist_ok=True)
-    step = -(-table.num_rows // files)
-    for i in range(files):
-        pq.write_table(table.slice(i * step, step), os.path.join(directory, f"part-{i}.parquet"))
-    return directory
-
-
-# -- spark -------------------------------------------------------------------------------------------------
-def spark_session(driver_memory="4g", app="hoodie-stream-bench", conf=None):
-    """A local[2] session whose Python workers run this interpreter (as tests/conftest.py spark_builder)."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master("local[2]").appName(app)
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.default.parallelism", "2")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.driver.memory", driver_memory))
-    for key, value in (conf or {}).items():
-        spark = spark.config(key, value)
-    spark = spark.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
+# -- spark stages ------------------------------------------------------------------------------------------
 def stage_walls(spark, group):
     """[(stage id, wall ms, task ms)] of the completed stages of a job group, in stage order."""
     sc = spark.sparkContext

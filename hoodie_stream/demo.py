@@ -4,12 +4,12 @@ then the table's commits and row count are printed."""
 import json
 import os
 import random
-import sys
 import tempfile
 
 from .format.reader import HoodieTable
-from .storage import LocalStorage
 from .format.summary import table_summary
+from .local_spark import local_session_builder
+from .storage import LocalStorage
 
 CITIES = ["san_francisco", "sao_paulo", "chennai"]
 SCHEMA = "id long, city string, ts long, fare double, _hoodie_is_deleted boolean"
@@ -33,19 +33,13 @@ def _generate(source, batches, per_batch, seed=1):
 
 
 def run_demo(path=None, batches=5, per_batch=2000):
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     from .streaming_sink.sink import HoodieStreamSink
 
     work = tempfile.mkdtemp(prefix="hoodie-stream-demo-")
     base = path or os.path.join(work, "orders")
     source = os.path.join(work, "source")
     _generate(source, batches, per_batch)
-    spark = (SparkSession.builder.master("local[2]").appName("hoodie-stream-demo")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    spark = local_session_builder("local[2]", "hoodie-stream-demo").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
         sink = HoodieStreamSink(base, {

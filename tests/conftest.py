@@ -3,6 +3,8 @@ from pathlib import Path
 
 import pytest
 
+from hoodie_stream.local_spark import local_session_builder
+
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 FIXTURES = SHARED / "fixtures"
 TABLE_ZIPS = FIXTURES / "hudi-tables"
@@ -37,23 +39,17 @@ def fixture_table(tmp_path):
     return make
 
 
-def spark_builder(master="local[2]", app="hoodie-stream-tests"):
-    """A SparkSession builder whose Python workers run this interpreter (the project's virtualenv)."""
-    import os
-    import sys
+# Spark settings of every test session, on top of local_session_builder's (UI off, UTC, shuffle partitions = cores)
+TEST_SPARK_CONF = {
+    "spark.driver.memory": "1g",
+    "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+}
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
 
-    return (SparkSession.builder.master(master).appName(app)
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.default.parallelism", "2")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.driver.memory", "1g")
-            .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true"))
+def spark_builder(master="local[2]", app="hoodie-stream-tests", conf=None):
+    """A SparkSession builder whose Python workers run this interpreter (the project's virtualenv): the shared
+    local builder with the tests' settings; also used by the test child processes (crash child, cluster driver)."""
+    return local_session_builder(master, app, {**TEST_SPARK_CONF, **(conf or {})})
 
 
 @pytest.fixture(scope="session")
@@ -63,3 +59,27 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+# -- markers -------------------------------------------------------------------------------------------------------
+# `spark`: the test needs the shared SparkSession (added below to every test that uses the `spark` fixture, directly or
+# through other fixtures) or starts Spark in processes of its own (listed here by module). `slow`: over ~20 s on
+# a 2-core machine (measured with --durations); whole modules or single tests by name. A module may also mark itself
+# (`pytestmark`, as test_stream_crash does).
+SPARK_PROCESS_MODULES = {
+    "test_demo",  # runs `python -m hoodie_stream demo`
+    "test_stream_cluster",  # a standalone master, two workers and a driver process
+    "test_compaction_crash",
+}
+SLOW_MODULES = {"test_demo", "test_stream_cluster", "test_compaction_crash"}
+SLOW_TESTS: set[str] = set()  # "module::test name" (without parameters)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.module.__name__.rpartition(".")[2] if item.module else ""
+        if "spark" in getattr(item, "fixturenames", ()) or module in SPARK_PROCESS_MODULES:
+            item.add_marker(pytest.mark.spark)
+        name = getattr(item, "originalname", item.name)
+        if module in SLOW_MODULES or f"{module}::{name}" in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)

@@ -20,14 +20,19 @@ from stream_model import OPTIONS, SCHEMA_DDL  # noqa: E402
 def main(source, base, checkpoint):
     # The child starts a dozen times: a JVM tuned for start-up (C1 only, serial GC) and no adaptive re-planning
     # keep each start short; neither changes what is written.
-    spark = (spark_builder(app="hoodie-stream-crash-child")
-             .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-             .config("spark.sql.adaptive.enabled", "false")
-             .getOrCreate())
+    spark = (
+        spark_builder(app="hoodie-stream-crash-child")
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        .config("spark.sql.adaptive.enabled", "false")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     stream = spark.readStream.schema(SCHEMA_DDL).option("maxFilesPerTrigger", 1).json(source)
-    query = (stream.writeStream.foreachBatch(HoodieStreamSink(base, OPTIONS))
-             .option("checkpointLocation", checkpoint).start())
+    query = (
+        stream.writeStream.foreachBatch(HoodieStreamSink(base, OPTIONS))
+        .option("checkpointLocation", checkpoint)
+        .start()
+    )
     print(f"query {query.id} run {query.runId} started", flush=True)
     try:
         query.processAllAvailable()

@@ -1,13 +1,11 @@
 """Offline compaction: `python -m hoodie_stream compact --path P [--schedule] [--run] [--clean]`."""
 
-import os
-import sys
-
 from ..format.table_config import TableConfig
 from ..format.timeline import Timeline
+from ..local_spark import local_session_builder
 from ..options import parse_compaction_options
-from . import clean
 from ..storage import storage_for
+from . import clean
 from .plan import schedule_compaction
 from .service import recover, run_pending_compactions
 
@@ -26,12 +24,7 @@ def compact_table(path, schedule=True, run=True, clean_after=False, options=None
     if run:
         own = spark is None
         if own:
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            from pyspark.sql import SparkSession
-
-            spark = (SparkSession.builder.master("local[*]").appName("hoodie-stream-compact")
-                     .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                     .getOrCreate())
+            spark = local_session_builder("local[*]", "hoodie-stream-compact").getOrCreate()
         try:
             for instant in run_pending_compactions(spark, storage, opts):
                 yield f"completed compaction {instant}"

@@ -44,7 +44,7 @@ def _column(table, field):
         raise HoodieKeyError(f"key field {field!r} does not exist in the input records")
     col = table[parts[0]]
     col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    for depth, part in enumerate(parts[1:], 1):
+    for part in parts[1:]:
         if not pa.types.is_struct(col.type) or col.type.get_field_index(part) < 0:
             raise HoodieKeyError(f"key field {field!r} does not exist in the input records")
         parent_valid = col.is_valid()
