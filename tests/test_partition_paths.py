@@ -137,6 +137,8 @@ def test_refused_partition_paths():
 )
 def test_vectorized_check_is_the_scalar_check(values):
     mask = refused_mask(pa.array(values, pa.string())).to_pylist()
+    assert refused_mask(pa.array(["ok", *values, "/"], pa.string())[1:-1]).to_pylist() == mask  # a slice
+    assert first_refused(pa.array(values, pa.string())) == (mask.index(True) if True in mask else None)
     for value, refused in zip(values, mask):
         assert refused == is_refused(value) == (partition_path.problem(value) is not None), value
         if not refused:

@@ -21,6 +21,7 @@ check (`check_partition_path`) apply one rule.
 
 import re
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -85,10 +86,9 @@ def check_partition_path(path, what="partition path"):
 
 def refused_mask(paths):
     """Boolean array: True where the partition path (Arrow strings) is refused; nulls are refused."""
-    if isinstance(paths, pa.ChunkedArray):
-        paths = paths.combine_chunks()
-    if not pa.types.is_string(paths.type):
-        paths = paths.cast(pa.string())
+    paths = _strings(paths)
+    if not _suspicious(paths):
+        return pa.array(np.zeros(len(paths), np.bool_))
     bad = pc.match_substring_regex(paths, _REFUSED)
     long = pc.match_substring_regex(paths.cast(pa.binary()), _LONG_SEGMENT)
     return pc.fill_null(pc.or_(bad, long), True)
@@ -96,9 +96,46 @@ def refused_mask(paths):
 
 def first_refused(paths):
     """Index of the first refused partition path in `paths` (Arrow strings), None when all are accepted."""
-    if len(paths) == 0:
+    paths = _strings(paths)
+    if len(paths) == 0 or not _suspicious(paths):
         return None
     mask = refused_mask(paths)
     if not pc.any(mask).as_py():
         return None
     return pc.index(mask, True).as_py()
+
+
+def _strings(paths):
+    if isinstance(paths, pa.ChunkedArray):
+        paths = paths.combine_chunks()
+    return paths if pa.types.is_string(paths.type) else paths.cast(pa.string())
+
+
+_SLASH, _DOT, _BACKSLASH = ord("/"), ord("."), ord("\\")
+
+
+def _suspicious(paths):
+    """False when no path can be refused, from the UTF-8 bytes of all paths at once (a few ms per million short
+    paths, where the regular expressions take ~0.4 s): no null, no path starting with '/' or '.' or ending with '/',
+    no control character or backslash, no '//' or '/.', none longer than a segment may be. True sends the paths
+    through the exact check."""
+    if paths.null_count:
+        return True
+    _, offsets, data = paths.buffers()
+    offsets = np.frombuffer(offsets, np.int32)[paths.offset : paths.offset + len(paths) + 1]
+    starts, ends = offsets[:-1], offsets[1:]
+    if len(offsets) == 0 or int(offsets[-1]) == int(offsets[0]):
+        return False
+    data = np.frombuffer(data, np.uint8)
+    lengths = ends - starts
+    if (lengths > MAX_SEGMENT_BYTES).any():
+        return True
+    nonempty = lengths > 0
+    first, last = data[starts[nonempty]], data[ends[nonempty] - 1]
+    if (first == _SLASH).any() or (first == _DOT).any() or (last == _SLASH).any():
+        return True
+    body = data[offsets[0] : offsets[-1]]
+    if ((body < 0x20) | (body == 0x7F) | (body == _BACKSLASH)).any():
+        return True
+    after_slash = body[1:][body[:-1] == _SLASH]
+    return bool(((after_slash == _SLASH) | (after_slash == _DOT)).any())
