@@ -12,6 +12,9 @@ import time
 from ..format.avro_models import read_container, write_container
 from ..format.fs_view import FileSystemView
 from ..format.instant import Instant, instant_to_datetime
+from ..format.timeline import Timeline
+from ..storage import Storage
+from .operation import CompactionOperation, plan_operations
 
 PLAN_VERSION = 2
 MB = 1024.0 * 1024.0
@@ -52,17 +55,17 @@ def pending_plans(timeline):
     return dict(sorted(plans.items()))
 
 
-def pending_file_groups(timeline):
+def pending_file_groups(timeline: Timeline) -> dict[tuple[str, str], str]:
     """{(partition, file id): compaction instant} of file groups in a pending compaction."""
     groups = {}
     for instant, plan in pending_plans(timeline).items():
-        for op in plan.get("operations") or []:
-            groups[(op.get("partitionPath") or "", op["fileId"])] = instant
+        for op in plan_operations(plan):
+            groups[(op.partition, op.file_id)] = instant
     return groups
 
 
-def make_operations(storage, timeline):
-    """One HoodieCompactionOperation per latest slice with log files, outside pending compactions."""
+def make_operations(storage: Storage, timeline: Timeline) -> list[CompactionOperation]:
+    """One operation per latest slice with log files, outside pending compactions."""
     busy = pending_file_groups(timeline)
     ops = []
     for fs in FileSystemView(storage, timeline).latest_slices():
@@ -70,21 +73,20 @@ def make_operations(storage, timeline):
             continue
         log_sizes = fs.log_sizes
         base_size = fs.base_size
-        ops.append({
-            "baseInstantTime": fs.base_instant,
-            "deltaFilePaths": fs.log_file_names(),
-            "dataFilePath": fs.base_file,
-            "fileId": fs.file_id,
-            "partitionPath": fs.partition,
-            "metrics": {
+        ops.append(CompactionOperation(
+            file_id=fs.file_id,
+            partition=fs.partition,
+            base_instant=fs.base_instant,
+            log_files=tuple(fs.log_file_names()),
+            base_file=fs.base_file,
+            metrics={
                 "TOTAL_LOG_FILES": float(len(log_sizes)),
                 "TOTAL_LOG_FILES_SIZE": float(sum(log_sizes)),
                 "TOTAL_IO_READ_MB": (base_size + sum(log_sizes)) / MB,
                 "TOTAL_IO_WRITE_MB": (base_size + sum(log_sizes)) / MB,
                 "TOTAL_IO_MB": 2 * (base_size + sum(log_sizes)) / MB,
             },
-            "bootstrapFilePath": None,
-        })
+        ))
     return ops
 
 
@@ -98,6 +100,6 @@ def schedule_compaction(storage, timeline, opts=None, force=False):
     ops = make_operations(storage, timeline)
     if not ops:
         return None
-    plan = {"operations": ops, "extraMetadata": None, "version": PLAN_VERSION, "strategy": None,
-            "preserveHoodieMetadata": True}
+    plan = {"operations": [op.to_avro() for op in ops], "extraMetadata": None, "version": PLAN_VERSION,
+            "strategy": None, "preserveHoodieMetadata": True}
     return timeline.create_new("compaction", write_container("HoodieCompactionPlan", plan))
