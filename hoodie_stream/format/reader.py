@@ -1,6 +1,10 @@
 """HoodieTable: snapshot, read-optimized and incremental reads of a Hudi v6 table into Arrow."""
 
+import datetime
 import json
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -10,13 +14,15 @@ from .base_file import read_base_file
 from ..errors import HoodieError
 from .fs_view import FileSlice, FileSystemView
 from .instant import parse_instant_time
-from .keygen import make_key_generator
+from .keygen import KeyGenerator, make_key_generator
 from .log_scanner import slice_versions
 from .merge import KEY, Version, merge, merge_mode
 from .table_config import TableConfig
-from ..storage import storage_for
+from ..storage import Storage, storage_for
 from .timeline import Timeline
 
+# an instant a read names: an instant time or date-time text, a datetime or a date (instant.parse_instant_time)
+InstantArg = str | datetime.datetime | datetime.date
 QUERY_TYPES = ("snapshot", "read_optimized", "incremental")
 _FILTER_OPS = {
     "=": pc.equal,
@@ -32,30 +38,30 @@ _FILTER_OPS = {
 class HoodieTable:
     """A Hudi table on the local file system, read through the project's own file-system view and merger."""
 
-    def __init__(self, path):
+    def __init__(self, path: str | Storage) -> None:
         """`path`: the table's base path (a local path or `file://` URI) or a `Storage` rooted at it."""
         self.storage = storage_for(path)
         self.path = self.storage.uri
         self.config = TableConfig.load(self.storage)
         self.timeline = Timeline(self.storage)
-        self._keygen = None
+        self._keygen: KeyGenerator | None = None
 
     @property
-    def meta_fields(self):
+    def meta_fields(self) -> bool:
         """False for tables written with hoodie.populate.meta.fields=false: keys come from the key generator."""
         return self.config.populate_meta_fields
 
-    def keygen(self):
+    def keygen(self) -> KeyGenerator:
         if self._keygen is None:
             self._keygen = make_key_generator(self.config.props)
         return self._keygen
 
-    def reload(self):
+    def reload(self) -> "HoodieTable":
         self.timeline.reload()
         return self
 
     # -- schema ---------------------------------------------------------------------------------------------
-    def avro_schema(self, as_of=None):
+    def avro_schema(self, as_of: str | None = None) -> dict[str, Any]:
         """Data schema (no meta fields): from the latest completed commit that records one, else the create schema."""
         schema = self.timeline.latest_schema(as_of)
         if schema:
@@ -65,7 +71,7 @@ class HoodieTable:
             raise HoodieError(f"{self.path}: the table has no schema (no commit records one, no create schema)")
         return json.loads(create) if isinstance(create, str) else create
 
-    def arrow_schema(self, as_of=None, meta_fields=True):
+    def arrow_schema(self, as_of: str | None = None, meta_fields: bool = True) -> pa.Schema:
         data = avro_to_arrow_schema(self.avro_schema(as_of))
         if not meta_fields:
             return data
@@ -73,7 +79,15 @@ class HoodieTable:
         return pa.schema(meta + [f for f in data if f.name not in META_FIELDS])
 
     # -- reads ----------------------------------------------------------------------------------------------
-    def read(self, query_type="snapshot", as_of=None, start=None, end=None, columns=None, filters=None):
+    def read(
+        self,
+        query_type: str = "snapshot",
+        as_of: InstantArg | None = None,
+        start: InstantArg | None = None,
+        end: InstantArg | None = None,
+        columns: Sequence[str] | None = None,
+        filters: Sequence[tuple[str, str, Any]] | None = None,
+    ) -> pa.Table:
         """Read the table into one Arrow table with the five meta columns first.
 
         snapshot: the merged latest version of every record as of `as_of` (default: latest completed instant).
@@ -119,7 +133,8 @@ class HoodieTable:
             return schema.empty_table()
         return pa.concat_tables(tables)
 
-    def read_slice(self, fs, committed, schema, keep_deletes=False):
+    def read_slice(self, fs: FileSlice, committed: AbstractSet[str], schema: pa.Schema,
+                   keep_deletes: bool = False) -> pa.Table:
         """Merged records of one file slice; log blocks count only when their instant is in `committed`."""
         mode, ordering = merge_mode(self.config.props)
         if ordering and ordering not in schema.names:

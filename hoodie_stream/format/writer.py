@@ -11,11 +11,13 @@ The write handles (write_handles.py) can also run elsewhere (Spark tasks) and ha
 """
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 
 from .avro_schema import arrow_to_avro_schema, avro_to_arrow_schema
-from .commit_metadata import CommitMetadata
+from .commit_metadata import CommitMetadata, WriteStat
 from ..errors import HoodieError, HoodieTimelineError
 from .file_names import new_file_id
 from .keygen import make_key_generator
@@ -23,11 +25,13 @@ from .markers import delete_markers
 from .partition_metadata import write_partition_metadata
 from .partition_path import check_partition_path
 from .rollback import rollback_if_pending
-from ..storage import storage_for
+from ..storage import Storage, storage_for
 from .table_config import TableConfig
 from .timeline import Timeline
 from .write_handles import append_log, create_base
 
+# deletes of append_log: (record keys, ordering values or None)
+DeleteArg = tuple[pa.Array | pa.ChunkedArray, pa.Array | pa.ChunkedArray | None]
 DEFAULT_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
 COMMIT_TIME_PAYLOAD = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
 KEYGENS = {
@@ -46,7 +50,7 @@ def table_avro_schema(table_name, arrow_schema):
 class HoodieWriter:
     """Writes instants into one table (single writer)."""
 
-    def __init__(self, path):
+    def __init__(self, path: str | Storage) -> None:
         """`path`: the table's base path (a local path or `file://` URI) or a `Storage` rooted at it."""
         self.storage = storage_for(path)
         self.path = self.storage.uri
@@ -58,19 +62,19 @@ class HoodieWriter:
     @classmethod
     def create(
         cls,
-        path,
+        path: str | Storage,
         *,
-        table_name,
-        record_key_fields,
-        schema,
-        precombine_field=None,
-        partition_fields=(),
-        hive_style=False,
-        url_encode=False,
-        keygen_class=None,
-        payload_class=None,
-        extra=None,
-    ):
+        table_name: str,
+        record_key_fields: Sequence[str],
+        schema: pa.Schema | str | dict[str, Any],
+        precombine_field: str | None = None,
+        partition_fields: Sequence[str] = (),
+        hive_style: bool = False,
+        url_encode: bool = False,
+        keygen_class: str | None = None,
+        payload_class: str | None = None,
+        extra: Mapping[str, str] | None = None,
+    ) -> "HoodieWriter":
         """Create a MERGE_ON_READ table (hoodie.properties and the .hoodie layout) and return its writer."""
         if isinstance(schema, pa.Schema):
             avro = table_avro_schema(table_name, schema)
@@ -101,11 +105,12 @@ class HoodieWriter:
         )
         return cls(storage)
 
-    def avro_schema(self):
+    def avro_schema(self) -> dict[str, Any]:
         """The current table schema (latest commit's, else the create schema)."""
         return json.loads(self.timeline.latest_schema() or self.config.create_schema)
 
-    def start(self, action="deltacommit", operation="UPSERT", instant_time=None):
+    def start(self, action: str = "deltacommit", operation: str = "UPSERT",
+              instant_time: str | None = None) -> "Transaction":
         self.timeline.reload()
         pending = [i for i in self.timeline.pending(["deltacommit", "commit"])]
         if pending:
@@ -153,8 +158,10 @@ class Transaction:
             write_partition_metadata(self.storage, partition, self.instant)
             self._partitions.add(partition)
 
-    def append_log(self, partition, file_id, base_instant, records=None, keys=None, deletes=None,
-                   num_inserts=0, new_file_group=False, base_file="", task_id=0):
+    def append_log(self, partition: str, file_id: str, base_instant: str, records: pa.Table | None = None,
+                   keys: pa.Array | pa.ChunkedArray | None = None, deletes: DeleteArg | None = None,
+                   num_inserts: int = 0, new_file_group: bool = False, base_file: str = "",
+                   task_id: int = 0) -> WriteStat | None:
         """Append a new log file version to a file slice. Returns its WriteStat (None when nothing to write)."""
         self._partition(partition)
         if records is not None:
@@ -168,13 +175,15 @@ class Transaction:
             self.stats.append(stat)
         return stat
 
-    def insert_log_only(self, partition, records, keys=None, task_id=0):
+    def insert_log_only(self, partition: str, records: pa.Table, keys: pa.Array | pa.ChunkedArray | None = None,
+                        task_id: int = 0) -> WriteStat | None:
         """Open a new log-only file group (base instant = this instant), as Hudi's Flink writer does."""
         file_id = new_file_id()
         return self.append_log(partition, file_id, self.instant, records, keys, num_inserts=records.num_rows,
                                new_file_group=True, task_id=task_id)
 
-    def write_base(self, partition, records, keys=None, file_id=None, task_id=0):
+    def write_base(self, partition: str, records: pa.Table, keys: pa.Array | pa.ChunkedArray | None = None,
+                   file_id: str | None = None, task_id: int = 0) -> WriteStat:
         """Write a new file group with a base parquet file."""
         self._partition(partition)
         records, keys = self._prepare(records, keys)
@@ -183,18 +192,20 @@ class Transaction:
         self.stats.append(stat)
         return stat
 
-    def add_stats(self, stats):
+    def add_stats(self, stats: Iterable[WriteStat | None]) -> None:
         self.stats.extend(s for s in stats if s is not None)
 
-    def metadata(self, extra_metadata=None, replaced=None):
-        by_partition = {}
+    def metadata(self, extra_metadata: Mapping[str, str] | None = None,
+                 replaced: dict[str, list[str]] | None = None) -> CommitMetadata:
+        by_partition: dict[str, list[WriteStat]] = {}
         for stat in self.stats:
             by_partition.setdefault(stat.partition_path, []).append(stat)
         extra = {"schema": json.dumps(self.avro_schema, separators=(",", ":"))}
         extra.update(extra_metadata or {})
         return CommitMetadata(by_partition, False, extra, self.operation, replaced)
 
-    def commit(self, extra_metadata=None, replaced=None):
+    def commit(self, extra_metadata: Mapping[str, str] | None = None,
+               replaced: dict[str, list[str]] | None = None) -> str:
         """Complete the instant atomically, then drop its markers.
 
         `replaced` ({partition: [file id]}) is for replacecommit instants: those file groups disappear from reads.
@@ -207,7 +218,7 @@ class Transaction:
         self.writer.timeline.reload()
         return self.instant
 
-    def rollback(self):
+    def rollback(self) -> None:
         """Roll the instant back (nothing happens when it completed already)."""
         rollback_if_pending(self.storage, self.writer.timeline, self.instant)
 
