@@ -1,0 +1,71 @@
+"""What a micro-batch hands the operators of its write chain.
+
+The driver builds these once per micro-batch; Spark pickles them into every task of the stage, so they hold plain
+data (and the table's `Storage`, which is picklable). `BatchContext` is what the stages share; `AssignSpec` and
+`WriteSpec` are what only the bucket-assign and the write stage use:
+
+    KeyBy(context, key_props)
+    BucketAssigner(context, AssignSpec(...))
+    StreamWriteFunction(context, WriteSpec(...))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from ..storage import Storage
+
+# bucket assign: {task index: {partition: [(file id, base instant, base file name or "", capacity in records)]}}
+SmallFiles = Mapping[int, Mapping[str, Sequence[tuple[str, str, str, int]]]]
+
+
+class FileGroupRouting(Protocol):
+    """Which write task writes a file group (`bucket_assign.write_tasks.WritePlan`)."""
+
+    def tags(self, file_ids: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """The int32 partition tag of each file id: Spark's repartition by it sends the row to its write task."""
+        ...
+
+
+@dataclass(frozen=True)
+class BatchContext:
+    """One micro-batch as every stage of the chain sees it."""
+
+    storage: Storage  # the table
+    instant: str  # the delta commit the micro-batch writes
+    operation: str  # upsert, insert or delete
+    ordering_field: str | None  # the table's ordering (precombine) field, None without one
+    data_columns: tuple[str, ...]  # the micro-batch's columns, as written to the table
+    release_memory: bool = True  # hoodie.stream.worker.memory.release (chain/worker_memory.py)
+
+
+@dataclass(frozen=True)
+class AssignSpec:
+    """What the bucket-assign stage alone needs."""
+
+    committed: AbstractSet[str]  # committed instants: the index state written by others does not count
+    global_index: bool  # index.global.enabled: a key is unique across partitions
+    event_time: bool  # EVENT_TIME_ORDERING: the greatest ordering value wins, else the latest arrival
+    small_files: SmallFiles  # the small file groups each task packs inserts into
+    new_file_capacity: int  # records a new file group is opened for (at least 1)
+    num_tasks: int  # bucket-assign tasks of the stage
+    write_plan: FileGroupRouting  # the write task of each file group
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "new_file_capacity", max(1, int(self.new_file_capacity)))
+
+
+@dataclass(frozen=True)
+class WriteSpec:
+    """What the write stage alone needs."""
+
+    avro_schema: dict[str, Any] | None  # the commit's Avro schema
+    batch_size_bytes: int  # write.batch.size: a bucket's buffer is flushed past it
+    task_max_bytes: int  # write.task.max.size: the largest bucket is flushed when the task's buffers pass it
+    # {(partition, file id): compaction instant} of file groups in a pending compaction
+    pending_compactions: Mapping[tuple[str, str], str] = field(default_factory=dict)
