@@ -72,7 +72,11 @@ SPARK_PROCESS_MODULES = {
     "test_compaction_crash",
 }
 SLOW_MODULES = {"test_demo", "test_stream_cluster", "test_compaction_crash"}
-SLOW_TESTS: set[str] = set()  # "module::test name" (without parameters)
+SLOW_TESTS = {  # "module::test name" (without parameters)
+    "test_partition_paths::test_property_sink_partitions_land_inside_or_refuse_the_batch",
+    "test_compaction::test_streaming_query_with_async_compaction_every_3_commits",
+    "test_compaction::test_stop_without_waiting_cancels_the_running_compaction",
+}
 
 
 def pytest_collection_modifyitems(config, items):

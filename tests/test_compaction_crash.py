@@ -18,13 +18,13 @@ import time
 
 import pytest
 
+from crash_harness import kill_session, timeline_state
 from hoodie_stream.compaction.plan import pending_plans
 from hoodie_stream.format.file_names import parse_base_file_name
 from hoodie_stream.format.timeline import Timeline
 from oracle import rs_read
 from stream_model import table_rows
 from test_compaction import _both_readers, _setup
-from test_stream_crash import kill_session, timeline_state
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
