@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from hoodie_stream.compaction import clean as cleaning
 from hoodie_stream.compaction.execute import compact_operation
+from hoodie_stream.compaction.operation import plan_operations
 from hoodie_stream.compaction.plan import pending_plans, schedule_compaction
 from hoodie_stream.format.base_file import DEFAULT_COMPRESSION
 from hoodie_stream.format.commit_metadata import CommitMetadata
@@ -106,7 +107,7 @@ def main(argv=None):
 
         started = time.perf_counter()
         stats = [compact_operation(base, instant, op, committed, opts.max_memory_bytes, f"{k}-0-0")[0]
-                 for k, op in enumerate(ops)]
+                 for k, op in enumerate(plan_operations(pending_plans(tl)[instant]))]
         ours_s = time.perf_counter() - started
         tl.complete(instant, "compaction", CommitMetadata({}, True, {}, "COMPACT").with_stats(stats).to_json())
 

@@ -31,128 +31,18 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 import pyarrow as pa
 
-MB = 1024 * 1024
+from common import MB, WorkerRss, spark_session, status_bytes, write_batch
+
 DDL = "id long, ts long, name string, payload string"
 LIMIT_MB = 64 + 200
-
-
-# -- RSS of the Python workers -----------------------------------------------------------------------------
-def _read(path, mode="rb"):
-    try:
-        with open(path, mode) as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-def _ppid(pid):
-    stat = _read(f"/proc/{pid}/stat")
-    if not stat:
-        return None
-    return int(stat[stat.rindex(b")") + 2:].split()[1])
-
-
-def _status_kb(pid, *fields):
-    text = _read(f"/proc/{pid}/status")
-    out = {}
-    if text:
-        for line in text.splitlines():
-            name, _, value = line.partition(b":")
-            if name.decode() in fields:
-                out[name.decode()] = int(value.split()[0]) * 1024
-    return out
-
-
-class WorkerRss:
-    """Background sampler of the RSS of the PySpark Python workers under this process (the JVM's children whose
-    command line contains pyspark.daemon or pyspark.worker, and their forks)."""
-
-    def __init__(self, interval=0.02, rescan=0.25, root=None):
-        self.interval = interval
-        self.rescan = rescan
-        self.root = root or os.getpid()
-        self.peak = {}  # pid -> max VmRSS sampled
-        self.hwm = {}  # pid -> VmHWM (kernel's peak RSS of the process)
-        self.peak_sum = 0
-        self.samples = []  # (epoch s, max VmRSS of one worker, sum of VmRSS)
-        self._pids = []
-        self._stop = threading.Event()
-        self._thread = None
-
-    def _is_ours(self, pid):
-        seen = 0
-        while pid and pid > 1 and seen < 64:
-            if pid == self.root:
-                return True
-            pid = _ppid(pid)
-            seen += 1
-        return False
-
-    def _scan(self):
-        pids = []
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            cmd = _read(f"/proc/{name}/cmdline")
-            if cmd and (b"pyspark.daemon" in cmd or b"pyspark.worker" in cmd) and self._is_ours(int(name)):
-                pids.append(int(name))
-        self._pids = pids
-
-    def sample(self):
-        top = total = 0
-        for pid in self._pids:
-            st = _status_kb(pid, "VmRSS", "VmHWM")
-            if "VmRSS" not in st:
-                continue
-            rss = st["VmRSS"]
-            self.peak[pid] = max(self.peak.get(pid, 0), rss)
-            self.hwm[pid] = max(self.hwm.get(pid, 0), st.get("VmHWM", 0))
-            top, total = max(top, rss), total + rss
-        self.peak_sum = max(self.peak_sum, total)
-        self.samples.append((time.time(), top, total))
-
-    def _loop(self):
-        last_scan = 0.0
-        while not self._stop.is_set():
-            now = time.monotonic()
-            if now - last_scan >= self.rescan:
-                self._scan()
-                last_scan = now
-            self.sample()
-            self._stop.wait(self.interval)
-
-    def start(self):
-        self._thread = threading.Thread(target=self._loop, name="worker-rss", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self):
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-    def peak_mb(self):
-        return max(self.peak.values(), default=0) / MB
-
-    def hwm_mb(self):
-        return max(self.hwm.values(), default=0) / MB
-
-    def peak_total_mb(self):
-        return self.peak_sum / MB
-
-    def max_between(self, start, end):
-        """Max RSS of one worker among the samples taken in [start, end] (epoch seconds)."""
-        return max((s[1] for s in self.samples if start <= s[0] <= end), default=0) / MB
 
 
 # -- data --------------------------------------------------------------------------------------------------
@@ -172,16 +62,6 @@ def records(ids, ts, rng):
                      "payload": payloads(rng, n)})
 
 
-def write_batch(table, directory, files=2):
-    import pyarrow.parquet as pq
-
-    os.makedirs(directory, exist_ok=True)
-    step = -(-table.num_rows // files)
-    for i in range(files):
-        pq.write_table(table.slice(i * step, step), os.path.join(directory, f"part-{i}.parquet"))
-    return directory
-
-
 # -- the independent estimate check ------------------------------------------------------------------------
 def pinned_bytes(tables):
     """Bytes of the distinct Arrow buffers the tables reference (a slice pins its whole parent buffer)."""
@@ -196,7 +76,7 @@ def pinned_bytes(tables):
 
 
 def _self_kb(field):
-    return _status_kb("self", field).get(field, 0)
+    return status_bytes("self", field).get(field, 0)
 
 
 def _reset_peak():
@@ -239,7 +119,9 @@ def writer_check(rng, layout, groups=12, rows=160_000, batch_rows=10_000, batch_
     file groups); "runs": a batch's rows go to consecutive buckets in runs of 2,500 (inserts packed in order).
     """
     from hoodie_stream.chain.columns import RecordKind
+    from hoodie_stream.chain.stages import BatchContext, WriteSpec
     from hoodie_stream.format.writer import HoodieWriter
+    from hoodie_stream.storage import storage_for
     from hoodie_stream.streaming_sink.write_function import BufferedWriter, StreamWriteFunction
 
     scratch = tempfile.mkdtemp(prefix="memory-bench-writer-")
@@ -248,8 +130,9 @@ def writer_check(rng, layout, groups=12, rows=160_000, batch_rows=10_000, batch_
                                      schema=records(np.arange(1), 1, rng).schema, precombine_field="ts",
                                      partition_fields=[])
         instant = writer.start().instant
-        fn = StreamWriteFunction(scratch, instant, writer.avro_schema(), ["id", "ts", "name", "payload"], "ts",
-                                 batch_mb * MB, task_mb * MB)
+        context = BatchContext(storage_for(scratch), instant, "upsert", "ts", ("id", "ts", "name", "payload"))
+        fn = StreamWriteFunction(context, WriteSpec(avro_schema=writer.avro_schema(), batch_size_bytes=batch_mb * MB,
+                                                    task_max_bytes=task_mb * MB))
         ids = rng.permutation(rows).astype(np.int64)
         names = np.array([f"{i:08d}-0000-0000-0000-000000000000-0" for i in range(groups)], dtype=object)
         inputs = []
@@ -312,7 +195,10 @@ def flush_check(rng, mb=16):
 def assign_check(rng, rows):
     """Peak RSS of one bucket-assign task over its input (`rows` new keys of ~1 KB), in this process."""
     from hoodie_stream.bucket_assign.assigner import BucketAssigner
+    from hoodie_stream.bucket_assign.write_tasks import WritePlan
     from hoodie_stream.chain.columns import DELETE, KEY, KEY_GROUP, PARTITION, SEQ
+    from hoodie_stream.chain.stages import AssignSpec, BatchContext
+    from hoodie_stream.storage import storage_for
 
     scratch = tempfile.mkdtemp(prefix="memory-bench-assign-")
     try:
@@ -321,8 +207,11 @@ def assign_check(rng, rows):
         t = (t.append_column(SEQ, pa.array(ids)).append_column(KEY, pa.array(ids.astype(str)))
              .append_column(PARTITION, pa.array([""] * rows)).append_column(DELETE, pa.array(np.zeros(rows, bool)))
              .append_column(KEY_GROUP, pa.array((ids % 64).astype(np.int32))))
-        assigner = BucketAssigner(scratch, "20260101000000000", set(), True, "upsert", "ts", True, {}, 32 * MB / 1040,
-                                  ["id", "ts", "name", "payload"], 1)
+        context = BatchContext(storage_for(scratch), "20260101000000000", "upsert", "ts",
+                               ("id", "ts", "name", "payload"))
+        assigner = BucketAssigner(context, AssignSpec(committed=frozenset(), global_index=True, event_time=True,
+                                                      small_files={}, new_file_capacity=int(32 * MB / 1040),
+                                                      num_tasks=1, write_plan=WritePlan(1)))
         # as the sink feeds it: sorted by key group (Spark sorts in the JVM), 10k-row Arrow batches in, output
         # batches passed on one at a time
         batches = t.sort_by([(KEY_GROUP, "ascending")]).to_batches(max_chunksize=10_000)
@@ -374,8 +263,6 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    from stream_bench import spark_session
-
     from hoodie_stream.streaming_sink.sink import HoodieStreamSink
 
     work = args.workdir or tempfile.mkdtemp(prefix="memory-bench-")

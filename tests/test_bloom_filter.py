@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import v6_table_zips
+from hoodie_stream.errors import HoodieKeyError
 from hoodie_stream.format.bloom_filter import BloomFilter, murmur_chain
 
 BLOOM_KEY = b"org.apache.hudi.bloomfilter"
@@ -153,7 +154,7 @@ def test_membership_and_large_batch():
 
 
 def test_rejects_null_and_empty_keys():
-    with pytest.raises(ValueError):
+    with pytest.raises(HoodieKeyError):
         BloomFilter().add_keys(pa.array(["a", None]))
-    with pytest.raises(ValueError):
+    with pytest.raises(HoodieKeyError):
         BloomFilter().add_keys([""])

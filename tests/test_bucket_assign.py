@@ -17,7 +17,10 @@ from hoodie_stream.bucket_assign import assigner as assigner_module
 from hoodie_stream.bucket_assign.assigner import BucketAssigner
 from hoodie_stream.chain.columns import FILE_ID, KIND, RecordKind
 from hoodie_stream.bucket_assign.small_files import owner_task
+from hoodie_stream.bucket_assign.write_tasks import WritePlan
 from hoodie_stream.chain.columns import DELETE, KEY, KEY_GROUP, PARTITION, SEQ
+from hoodie_stream.chain.stages import AssignSpec, BatchContext
+from hoodie_stream.storage import storage_for
 
 TASKS = 2
 SMALL = "small-file-0"
@@ -62,8 +65,10 @@ def _winners(rows):
 def _assign(base, instant, committed, batches, chunk_bytes, monkeypatch):
     monkeypatch.setattr(assigner_module, "ASSIGN_CHUNK_BYTES", chunk_bytes)
     small = {0: {"p1": [(SMALL, "20260101000000000", "", SMALL_CAPACITY)]}}
-    a = BucketAssigner(base, instant, committed, True, "upsert", "ts", True, small, NEW_CAPACITY,
-                       ["id", "ts", "v"], TASKS)
+    context = BatchContext(storage_for(base), instant, "upsert", "ts", ("id", "ts", "v"))
+    a = BucketAssigner(context, AssignSpec(committed=frozenset(committed), global_index=True, event_time=True,
+                                           small_files=small, new_file_capacity=NEW_CAPACITY, num_tasks=TASKS,
+                                           write_plan=WritePlan(TASKS)))
     return pa.Table.from_batches(list(a(iter(batches))))
 
 

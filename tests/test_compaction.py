@@ -12,6 +12,7 @@ import pytest
 from hoodie_stream import HoodieStreamSink, HoodieTable
 from hoodie_stream.compaction.run import run_compaction
 from hoodie_stream.compaction.execute import compact_operation, run_niced
+from hoodie_stream.compaction.operation import plan_operations
 from hoodie_stream.compaction.offline import compact_table
 from hoodie_stream.compaction.plan import pending_plans, schedule_compaction
 from hoodie_stream.format.commit_metadata import CommitMetadata
@@ -156,7 +157,7 @@ def test_crash_during_compaction_then_restart(spark, tmp_path, step):
     if step in ("mid_execute", "before_commit"):
         tl.transition_to_inflight(instant, "compaction", b"")
         committed = {i.timestamp for i in tl.commits_timeline()}
-        ops = plan["operations"][:1] if step == "mid_execute" else plan["operations"]
+        ops = plan_operations(plan)[:1] if step == "mid_execute" else plan_operations(plan)
         for n, op in enumerate(ops):
             compact_operation(base, instant, op, committed, opts.max_memory_bytes, f"{n}-1-0")
     # the process died here: readers ignore the unfinished compaction
@@ -210,7 +211,7 @@ def test_bounded_memory_compaction_merges_in_key_ranges(spark, tmp_path):
     plan = pending_plans(tl)[instant]
     ranges = []
     stats = []
-    for n, op in enumerate(plan["operations"]):
+    for n, op in enumerate(plan_operations(plan)):
         stat, k = compact_operation(base, instant, op, committed, 2048, f"{n}-1-0")  # 2 KB "memory"
         stats.append(stat)
         ranges.append(k)

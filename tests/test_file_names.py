@@ -73,13 +73,13 @@ def test_optional_token_cdc_and_non_matches():
 
 def test_builders_validate():
     assert write_token(3, 14, 159) == "3-14-159"
-    with pytest.raises(ValueError):
+    with pytest.raises(HoodieFormatError):
         write_token(-1, 0, 0)
-    with pytest.raises(ValueError):
+    with pytest.raises(HoodieFormatError):
         base_file_name("a_b", "0-0-0", "1")
-    with pytest.raises(ValueError):
+    with pytest.raises(HoodieFormatError):
         base_file_name(FID, "0-0", "1")
-    with pytest.raises(ValueError):
+    with pytest.raises(HoodieFormatError):
         log_file_name(FID, "1", 0, "0-0-0")
     fid = new_file_id()
     assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}-0", fid)
@@ -118,7 +118,7 @@ def test_markers(tmp_path):
         (f"a/{FID}_0-1-2_002.parquet", "MERGE"),
         (f"a/b/{log}", "APPEND"),
     ]
-    with pytest.raises(ValueError):
+    with pytest.raises(HoodieFormatError):
         marker_name("x", "UPSERT")
     delete_markers(base, "002")
     assert not os.path.exists(os.path.join(base, marker_dir("002"))) and list_markers(base, "002") == []

@@ -5,7 +5,7 @@ import pytest
 
 from conftest import v6_table_zips, TABLE_ZIPS
 from hoodie_stream.format import java_properties
-from hoodie_stream.errors import HoodieTableError
+from hoodie_stream.errors import HoodieFormatError, HoodieTableError
 from hoodie_stream.format.partition_metadata import read_partition_metadata, write_partition_metadata
 from hoodie_stream.format.table_config import TableConfig, checksum
 
@@ -62,7 +62,7 @@ def test_escaping_like_java():
 def test_java_loader_rules():
     text = "# c\n! c\n  a = 1\nb:2\nc 3\nd=\\\n   continued\ne=\\u0041\\:\\=\nf\n"
     assert java_properties.loads(text) == {"a": "1", "b": "2", "c": "3", "d": "continued", "e": "A:=", "f": ""}
-    with pytest.raises(ValueError):
+    with pytest.raises(HoodieFormatError):
         java_properties.loads("a=\\u12G4")
 
 

@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from hoodie_stream.streaming_sink import write_function as wf
 from hoodie_stream.chain.columns import FILE_ID, PARTITION
+from hoodie_stream.chain.stages import BatchContext, WriteSpec
+from hoodie_stream.storage import storage_for
 
 FILE_IDS = ["f-a", "f-b", "f-c", "f-d"]
 
@@ -66,7 +68,9 @@ def _writer_flushes(monkeypatch, batches, batch_limit, task_limit):
 
     monkeypatch.setattr(wf.BufferedWriter, "flush", flush)
     monkeypatch.setattr(wf.BufferedWriter, "_append", append)
-    fn = wf.StreamWriteFunction("/unused", "20250101000000000", None, ["id", "size"], None, batch_limit, task_limit)
+    context = BatchContext(storage_for("/unused"), "20250101000000000", "upsert", None, ("id", "size"))
+    fn = wf.StreamWriteFunction(context, WriteSpec(avro_schema=None, batch_size_bytes=batch_limit,
+                                                   task_max_bytes=task_limit))
     writer = wf.BufferedWriter(fn, "0-0-0", 0)
     peak_allowed = task_limit + max((s for b in batches for _, _, s in b), default=0)
     for batch in batches:

@@ -20,12 +20,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import HoodieUsageError, in_task
 from ..checkpoints import index_state, key_index
 from ..format.runs import run_ends, runs
 from ..chain import worker_memory
 from ..chain.columns import DELETE, FILE_ID, KEY, KEY_GROUP, KIND, PARTITION, SEQ, WRITE_TASK, RecordKind
+from ..chain.stages import AssignSpec, BatchContext
 from .small_files import owner_task
-from .write_tasks import WritePlan
 
 LOOKUP, LOOKUP_HASH = "__hs_lookup", "__hs_lookup_hash"  # index key of a row and its key_hashes, within a chunk
 ASSIGN_CHUNK_BYTES = 4 * 1024 * 1024  # input rows (Arrow bytes) a bucket assigner holds at a time
@@ -36,7 +37,7 @@ def new_file_id(instant, task, partition, n, num_tasks):
     """The n-th new file id a task opens in a partition: deterministic (a retried task opens the same file
     groups) and owned by the task that opens it, so later micro-batches pack inserts into it from that task."""
     if not 0 <= task < num_tasks:
-        raise ValueError(f"bucket-assign task {task} is not one of the stage's {num_tasks} tasks")
+        raise HoodieUsageError(f"bucket-assign task {task} is not one of the stage's {num_tasks} tasks")
     salt = 0
     while True:  # ends: each salt gives an owner uniformly among the tasks
         file_id = f"{uuid.uuid5(_NAMESPACE, f'{instant}/{task}/{partition}/{n}/{salt}')}-0"
@@ -76,22 +77,10 @@ def _precombined(table, ordering_field, event_time):
 class BucketAssigner:
     """Picklable mapInArrow function for the bucket-assign stage of one micro-batch."""
 
-    def __init__(self, base, instant, committed, global_index, operation, ordering_field, event_time,
-                 small_files, new_file_capacity, data_columns, num_tasks, release_memory=True, write_plan=None):
-        self.base = base
-        self.instant = instant
-        self.committed = committed
-        self.global_index = global_index
-        self.operation = operation
-        self.ordering_field = ordering_field
-        self.event_time = event_time
-        self.small_files = small_files
-        self.new_file_capacity = max(1, int(new_file_capacity))
-        self.data_columns = data_columns
-        self.num_tasks = num_tasks
-        self.release_memory = release_memory
-        self.write_plan = write_plan if write_plan is not None else WritePlan(num_tasks)
-        self._slots = {}  # partition -> open file groups of this task, consumed across chunks (see _pack_inserts)
+    def __init__(self, context: BatchContext, spec: AssignSpec) -> None:
+        self.context = context
+        self.spec = spec
+        self._slots: dict[str, dict] = {}  # partition -> open file groups of this task, consumed across chunks
 
     def __call__(self, batches):
         from pyspark import TaskContext
@@ -99,7 +88,7 @@ class BucketAssigner:
         ctx = TaskContext.get()
         task = ctx.partitionId() if ctx is not None else 0
         self._slots = {}
-        with worker_memory.task(self.release_memory):
+        with worker_memory.task(self.context.release_memory):
             # the input arrives sorted by key group: rows are assigned in chunks of whole key groups of about
             # ASSIGN_CHUNK_BYTES, so the task never holds its whole input (a key's rows are always in one chunk)
             held, held_bytes, current = [], 0, None
@@ -124,23 +113,23 @@ class BucketAssigner:
 
     # ------------------------------------------------------------------------------------------------------
     def _lookup_keys(self, table):
-        if self.global_index:
+        if self.spec.global_index:
             return table[KEY]
         return pc.binary_join_element_wise(table[PARTITION], table[KEY], "\u0001")
 
     def assign(self, table, task):
-        table, key_hashes = _precombined(table, self.ordering_field, self.event_time)
+        table, key_hashes = _precombined(table, self.context.ordering_field, self.spec.event_time)
         groups, bounds = runs(table[KEY_GROUP].combine_chunks())
         indexes, deltas = {}, {}
         for kg in groups:
-            indexes[kg], deltas[kg] = index_state.load_index(self.base, kg, self.committed)
+            indexes[kg], deltas[kg] = index_state.load_index(self.context.storage, kg, self.spec.committed)
         # the index key of every row and its hash, once: for the lookups here and for the index changes (_save)
         lookup = self._lookup_keys(table)
         if isinstance(lookup, pa.ChunkedArray):
             lookup = lookup.combine_chunks()
-        hashes = key_hashes if self.global_index and key_hashes is not None else key_index.key_hashes(lookup)
+        hashes = key_hashes if self.spec.global_index and key_hashes is not None else key_index.key_hashes(lookup)
         table = table.append_column(LOOKUP, lookup).append_column(LOOKUP_HASH, pa.array(hashes))
-        if self.operation == "insert" or not groups:
+        if self.context.operation == "insert" or not groups:
             found = pa.array(np.zeros(table.num_rows, bool))
             old_partition = old_file = pa.nulls(table.num_rows, pa.string())
         else:
@@ -171,9 +160,10 @@ class BucketAssigner:
         # deletes of known keys go to their file group; deletes of unknown keys are dropped
         del_mask = pc.and_(is_delete, found)
         if pc.any(del_mask).as_py():
-            natural = self.operation == "delete" and not (self.ordering_field and
-                                                           self.ordering_field in table.column_names)
-            kind = RecordKind.DELETE_NATURAL if natural or not self.ordering_field else RecordKind.DELETE_ORDERED
+            ordering_field = self.context.ordering_field
+            natural = self.context.operation == "delete" and not (
+                ordering_field and ordering_field in table.column_names)
+            kind = RecordKind.DELETE_NATURAL if natural or not ordering_field else RecordKind.DELETE_ORDERED
             dels = table.filter(del_mask)
             parts.append(_routed(dels, pc.filter(old_partition, del_mask), pc.filter(old_file, del_mask), kind))
         upsert = pc.invert(is_delete)
@@ -194,8 +184,9 @@ class BucketAssigner:
             self._save(routed, indexes, deltas)
         if not parts:
             parts = [_routed(table.slice(0, 0), None, pa.array([], pa.string()), RecordKind.UPDATE)]
-        out = pa.concat_tables([p.select(self.data_columns + [KEY, PARTITION, FILE_ID, KIND, SEQ]) for p in parts])
-        return out.append_column(WRITE_TASK, self.write_plan.tags(out[FILE_ID]))
+        columns = [*self.context.data_columns, KEY, PARTITION, FILE_ID, KIND, SEQ]
+        out = pa.concat_tables([p.select(columns) for p in parts])
+        return out.append_column(WRITE_TASK, self.spec.write_plan.tags(out[FILE_ID]))
 
     def _pack_inserts(self, inserts, task):
         """Fill this task's small file groups of each partition, then new file groups, in (key group, key) order.
@@ -205,7 +196,7 @@ class BucketAssigner:
         same way."""
         inserts = inserts.take(pc.sort_indices(inserts, sort_keys=[(PARTITION, "ascending"), (KEY_GROUP, "ascending"),
                                                                    (KEY, "ascending")]))
-        owned = self.small_files.get(task, {})
+        owned = self.spec.small_files.get(task, {})
         names, bounds = runs(inserts[PARTITION].combine_chunks())
         ids, repeats = [], []  # a run of `repeats[i]` rows goes to file group `ids[i]`
         for i, partition in enumerate(names):
@@ -217,9 +208,9 @@ class BucketAssigner:
             left = bounds[i + 1] - bounds[i]
             while left > 0:
                 if not slots["open"]:
-                    fid = new_file_id(self.instant, task, partition, slots["new"], self.num_tasks)
+                    fid = new_file_id(self.context.instant, task, partition, slots["new"], self.spec.num_tasks)
                     slots["new"] += 1
-                    slots["open"].append([fid, self.new_file_capacity])
+                    slots["open"].append([fid, self.spec.new_file_capacity])
                 slot = slots["open"][0]
                 take = min(left, slot[1])
                 ids.append(slot[0])
@@ -243,7 +234,7 @@ class BucketAssigner:
             start, end = bounds[i], bounds[i + 1]
             delta = state.slice(start, end - start)
             index = indexes[kg].updated(delta, hashes[start:end])
-            index_state.save_state(self.base, kg, self.instant, index, delta, deltas[kg])
+            index_state.save_state(self.context.storage, kg, self.context.instant, index, delta, deltas[kg])
 
 
 def _routed(table, partition, file_ids, kind):

@@ -12,6 +12,7 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import in_task, task_errors_rebuilt
 from ..format.file_names import parse_log_file_name
 from ..format.fs_view import FileSlice, FileSystemView
 from ..format.reader import HoodieTable
@@ -111,6 +112,7 @@ class _ReadKeys:
         self.committed = committed
         self.global_index = global_index
 
+    @in_task
     def __call__(self, batches):
         table = HoodieTable(self.storage)
         schema = table.arrow_schema()
@@ -139,6 +141,7 @@ class _WriteStates:
         self.storage = storage
         self.instant = instant
 
+    @in_task
     def __call__(self, batches):
         tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
         if not tables:
@@ -182,8 +185,9 @@ def rebuild_index(spark, storage, timeline, key_groups, global_index, tasks):
         keys = slices.mapInArrow(_ReadKeys(storage, committed, global_index),
                                  "key string, partition string, file_id string, record_key string, live boolean")
         keys = keys.withColumn("kg", F.expr(key_group_expr(key_groups, "record_key")))
-        written = [r.kg for r in keys.repartition(tasks, "kg").mapInArrow(
-            _WriteStates(storage, latest), "kg int").collect()]
+        with task_errors_rebuilt():  # an error of a task is raised as itself
+            written = [r.kg for r in keys.repartition(tasks, "kg").mapInArrow(
+                _WriteStates(storage, latest), "kg int").collect()]
     for kg in set(range(key_groups)) - set(written):
         index_state.save_full(storage, kg, latest, index_state.empty_state())
     for kg in range(key_groups):

@@ -5,6 +5,7 @@ not completed."""
 
 import json
 
+from ..errors import HoodieCommitError
 from ..format.avro_models import read_container
 from ..format.commit_metadata import CommitMetadata, WriteStat
 from ..format.file_names import parse_base_file_name
@@ -55,7 +56,7 @@ def commit_compaction(storage, timeline, instant, plan, stats):
     """Complete the compaction with the write stats of its operations (every operation must have reported one)."""
     ops = plan.get("operations") or []
     if len(stats) != len(ops):
-        raise RuntimeError(f"compaction {instant}: {len(stats)} of {len(ops)} operations reported")
+        raise HoodieCommitError(f"compaction {instant}: {len(stats)} of {len(ops)} operations reported")
     by_partition = {}
     for stat in stats:
         by_partition.setdefault(stat.partition_path, []).append(stat)

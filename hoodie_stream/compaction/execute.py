@@ -11,6 +11,7 @@ import math
 import os
 import threading
 import time
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 import pyarrow as pa
@@ -18,6 +19,7 @@ import pyarrow as pa
 # pyarrow.parquet is imported by the functions that use it: the write chain's workers never need to load it
 import pyarrow.compute as pc
 
+from ..errors import HoodieFormatError, in_task
 from ..format.avro_schema import with_meta_fields
 from ..format.base_file import BaseFileWriter, parquet_file, read_base_file
 from ..format.commit_metadata import WriteStat
@@ -28,7 +30,8 @@ from ..format.log_scanner import block_versions
 from ..format.markers import create_marker
 from ..format.merge import KEY, Version, merge, merge_mode
 from ..format.reader import HoodieTable
-from ..storage import join, storage_for
+from ..storage import Storage, join, storage_for
+from .operation import CompactionOperation
 
 FILE_NAME = "_hoodie_file_name"
 # decoded Arrow records take about this many times their size in a log file / in a parquet file
@@ -104,20 +107,20 @@ def _range_filter(lo, hi):
     return keep
 
 
-def estimate_memory(storage, op):
+def estimate_memory(storage: Storage, op: CompactionOperation) -> float:
     """Bytes the decoded records of an operation would take."""
-    partition = op.get("partitionPath") or ""
     total = 0.0
-    if op.get("dataFilePath"):
-        with parquet_file(storage, join(partition, op["dataFilePath"])) as pf:
+    if op.base_file:
+        with parquet_file(storage, join(op.partition, op.base_file)) as pf:
             md = pf.metadata
             total += sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
-    for name in op.get("deltaFilePaths") or []:
-        total += storage.size(join(partition, name)) * LOG_EXPANSION
+    for name in op.log_files:
+        total += storage.size(join(op.partition, name)) * LOG_EXPANSION
     return total
 
 
-def compact_operation(storage, instant, op, committed, max_memory_bytes, token):
+def compact_operation(storage: str | Storage, instant: str, op: CompactionOperation, committed: AbstractSet[str],
+                      max_memory_bytes: int, token: str) -> tuple[WriteStat, int]:
     """Merge one operation's slice into a new base file named with the compaction instant. Returns its WriteStat."""
     started = time.monotonic()
     storage = storage_for(storage)
@@ -128,14 +131,14 @@ def compact_operation(storage, instant, op, committed, max_memory_bytes, token):
     if ordering and ordering not in schema.names:
         mode, ordering = "COMMIT_TIME_ORDERING", None
     ordering_type = schema.field(ordering).type if ordering else None
-    partition = op.get("partitionPath") or ""
-    file_id = op["fileId"]
-    base_path = join(partition, op["dataFilePath"]) if op.get("dataFilePath") else None
-    log_names = list(op.get("deltaFilePaths") or [])
+    partition = op.partition
+    file_id = op.file_id
+    base_path = join(partition, op.base_file) if op.base_file else None
+    log_names = list(op.log_files)
     log_paths = [join(partition, n) for n in log_names]
     for name in log_names:
         if parse_log_file_name(name) is None:
-            raise ValueError(f"compaction {instant}: {name!r} is not a log file name")
+            raise HoodieFormatError(f"compaction {instant}: {name!r} is not a log file name")
     counts = (lambda t: t in committed and t < instant)
     cancelled = _rolled_back_targets(storage, log_paths, counts)
     k = max(1, math.ceil(estimate_memory(storage, op) / max_memory_bytes))
@@ -171,7 +174,7 @@ def compact_operation(storage, instant, op, committed, max_memory_bytes, token):
         raise
     log_size = sum(storage.size(p) for p in log_paths)
     return WriteStat(
-        file_id=file_id, path=rel, prev_commit=op.get("baseInstantTime") or "null", num_writes=rows,
+        file_id=file_id, path=rel, prev_commit=op.base_instant or "null", num_writes=rows,
         num_update_writes=0, num_inserts=0, num_deletes=0, total_write_bytes=size, file_size_in_bytes=size,
         partition_path=partition, total_log_records=log_records, total_log_files_compacted=len(log_paths),
         total_log_size_compacted=log_size, total_updated_records_compacted=log_records,
@@ -205,15 +208,18 @@ def run_niced(nice, fn, *args):
 
 
 class CompactTask:
-    """mapInArrow function: plan operations (JSON) in, write stats (JSON) out; one operation per task."""
+    """mapInArrow function: plan operations (JSON of `CompactionOperation.to_avro()`) in, write stats (JSON) out;
+    one operation per task."""
 
-    def __init__(self, storage, instant, committed, max_memory_bytes, nice=0):
+    def __init__(self, storage: Storage, instant: str, committed: AbstractSet[str], max_memory_bytes: int,
+                 nice: int = 0) -> None:
         self.storage = storage
         self.instant = instant
         self.committed = committed
         self.max_memory_bytes = max_memory_bytes
         self.nice = nice
 
+    @in_task
     def __call__(self, batches):
         from pyspark import TaskContext
 
@@ -222,7 +228,8 @@ class CompactTask:
         for batch in batches:
             for op_json in batch.column(0).to_pylist():
                 token = write_token(ctx.partitionId(), ctx.stageId(), ctx.attemptNumber()) if ctx else "0-0-0"
-                stat, ranges = run_niced(self.nice, compact_operation, self.storage, self.instant, json.loads(op_json),
+                stat, ranges = run_niced(self.nice, compact_operation, self.storage, self.instant,
+                                         CompactionOperation.from_avro(json.loads(op_json)),
                                          self.committed, self.max_memory_bytes, token)
                 out.append(json.dumps(dict(stat.to_dict(), __ranges=ranges)))
         yield pa.record_batch([pa.array(out, pa.string())], names=["stat"])

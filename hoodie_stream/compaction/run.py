@@ -4,9 +4,11 @@ then the commit operator; on any failure the compaction is reverted to requested
 import json
 import logging
 
+from ..errors import rebuild_task_error
 from ..format.commit_metadata import WriteStat
 from .commit import commit_compaction, read_plan, revert_to_requested
 from .execute import CompactTask
+from .operation import plan_operations
 
 log = logging.getLogger("hoodie_stream.compaction")
 
@@ -28,12 +30,12 @@ def run_compaction(spark, storage, timeline, instant, max_memory_bytes, tasks=No
     if inst.is_inflight:
         revert_to_requested(storage, timeline, instant)
     plan = read_plan(timeline, instant)
-    ops = plan.get("operations") or []
+    ops = plan_operations(plan)
     timeline.transition_to_inflight(instant, "compaction", b"")
     committed = {i.timestamp for i in timeline.commits_timeline()}
     try:
         if ops:
-            rows = [(json.dumps(op),) for op in ops]
+            rows = [(json.dumps(op.to_avro()),) for op in ops]
             size = wave or len(ops)
             task = CompactTask(storage, instant, committed, max_memory_bytes, nice)
             result = []
@@ -52,8 +54,11 @@ def run_compaction(spark, storage, timeline, instant, max_memory_bytes, tasks=No
             stats = []
         commit_compaction(storage, timeline, instant, plan, stats)
     except BaseException as exc:
+        error = rebuild_task_error(exc)  # an error of a task is raised as itself
         log.warning("compaction %s of %s did not complete (%s); its files are removed and the plan stays requested",
-                    instant, storage, type(exc).__name__)
+                    instant, storage, type(error or exc).__name__)
         revert_to_requested(storage, timeline, instant)
+        if error is not None:
+            raise error from None
         raise
     return stats

@@ -11,7 +11,7 @@ import struct
 
 import numpy as np
 
-from ..errors import HoodieFormatError
+from ..errors import HoodieFormatError, HoodieKeyError
 from .string_buffers import utf8_buffers
 
 TYPE_CODE = "DYNAMIC_V0"
@@ -43,7 +43,7 @@ def murmur_chain(keys, nb_hash):
     starts = offsets[:-1]
     lengths = offsets[1:] - starts
     if n and lengths.min() == 0:
-        raise ValueError("bloom filter keys must not be empty")
+        raise HoodieKeyError("bloom filter keys must not be empty")
     blocks = lengths >> 2
     order = np.argsort(-blocks, kind="stable")
     s_starts, s_lengths, s_blocks = starts[order], lengths[order], blocks[order]

@@ -18,7 +18,7 @@ def avro_data_content(records_buffer, offsets):
     """
     n = len(offsets) - 1
     if n < 0:
-        raise ValueError("offsets must hold at least one entry")
+        raise HoodieFormatError("offsets must hold at least one entry")
     return avro_data_header(n) + avro_data_records(records_buffer, offsets)
 
 
@@ -37,7 +37,7 @@ def avro_data_records(records_buffer, offsets):
     src = np.frombuffer(records_buffer, dtype=np.uint8)[offsets[0]:offsets[-1]]
     lengths = np.diff(offsets)
     if lengths.min() < 0 or lengths.max() > 0x7FFFFFFF:
-        raise ValueError("record offsets must be non-decreasing and each record < 2 GiB")
+        raise HoodieFormatError("record offsets must be non-decreasing and each record < 2 GiB")
     out = np.empty(4 * n + len(src), dtype=np.uint8)
     prefix_at = 4 * np.arange(n, dtype=np.int64) + (offsets[:-1] - offsets[0])
     prefix_idx = (prefix_at[:, None] + np.arange(4)).ravel()

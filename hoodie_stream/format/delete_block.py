@@ -14,12 +14,12 @@ import pyarrow.compute as pc
 
 from .avro_encoder import encode_records
 from .avro_models import DELETE_RECORD_LIST_SCHEMA, WRAPPERS
-from ..errors import HoodieFormatError
+from ..errors import HoodieFormatError, HoodieUsageError
 from .log_block import CONTENT_VERSION
 
 
 WRAPPER_NAMES = tuple(name for name, _what, _type in WRAPPERS)  # union branches 1..11 of orderingVal
-_PARSED = []
+_PARSED: list[dict] = []
 
 
 def delete_record_list_schema():
@@ -40,7 +40,7 @@ _HINTS = {
 def _wrapper_name(hint):
     name = _HINTS.get(hint, hint)
     if name not in WRAPPER_NAMES:
-        raise ValueError(f"unknown ordering value wrapper {hint!r}")
+        raise HoodieFormatError(f"unknown ordering value wrapper {hint!r}")
     return name
 
 
@@ -63,7 +63,7 @@ def _natural_wrapper(value):
         return "TimeMicrosWrapper"
     if isinstance(value, decimal.Decimal):
         return "DecimalWrapper"
-    raise ValueError(f"no ordering value wrapper for {type(value).__name__} value {value!r}")
+    raise HoodieFormatError(f"no ordering value wrapper for {type(value).__name__} value {value!r}")
 
 
 def _ordering_union(value, wrapper):
@@ -76,7 +76,7 @@ def _ordering_union(value, wrapper):
     if isinstance(value, np.generic):
         value = value.item()
     if name == "IntWrapper" and not -2**31 <= value < 2**31:
-        raise ValueError(f"ordering value {value} does not fit an IntWrapper")
+        raise HoodieFormatError(f"ordering value {value} does not fit an IntWrapper")
     return ("org.apache.hudi.avro.model." + name, {"value": value})
 
 
@@ -91,7 +91,8 @@ def delete_content(keys, partitions, ordering_vals=None, wrapper=None):
     if ordering_vals is None:
         ordering_vals = [None] * n
     if len(partitions) != n or len(ordering_vals) != n:
-        raise ValueError(f"delete block: {n} keys, {len(partitions)} partitions, {len(ordering_vals)} ordering values")
+        raise HoodieUsageError(
+            f"delete block: {n} keys, {len(partitions)} partitions, {len(ordering_vals)} ordering values")
     records = [{"recordKey": k, "partitionPath": p, "orderingVal": _ordering_union(v, wrapper)}
                for k, p, v in zip(keys, partitions, ordering_vals)]
     out = io.BytesIO()
@@ -113,7 +114,7 @@ def _union_branch(schema, field, name):
     for i, b in enumerate(branches):
         if isinstance(b, dict) and b.get("name", "").rsplit(".", 1)[-1] == name:
             return i, b
-    raise ValueError(f"no {name} branch in the delete record's {field} union")
+    raise HoodieFormatError(f"no {name} branch in the delete record's {field} union")
 
 
 def delete_content_arrow(keys, partition, ordering=None):

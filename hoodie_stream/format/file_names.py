@@ -4,6 +4,8 @@ import re
 import uuid
 from typing import NamedTuple, Optional
 
+from ..errors import HoodieFormatError
+
 BASE_FILE_EXTENSION = ".parquet"
 LOG_EXTENSION = "log"
 CDC_SUFFIX = ".cdc"
@@ -42,18 +44,18 @@ def write_token(partition_id, stage_id, attempt_id):
     """`<taskPartitionId>-<stageId>-<taskAttemptId>`; all three non-negative integers."""
     parts = (partition_id, stage_id, attempt_id)
     if any(int(p) != p or p < 0 for p in parts):
-        raise ValueError(f"write token parts must be non-negative integers: {parts}")
+        raise HoodieFormatError(f"write token parts must be non-negative integers: {parts}")
     return "%d-%d-%d" % parts
 
 
 def _check_file_id(file_id):
     if not file_id or "_" in file_id or "." in file_id or "/" in file_id:
-        raise ValueError(f"invalid file id {file_id!r}: must be non-empty without '_', '.' or '/'")
+        raise HoodieFormatError(f"invalid file id {file_id!r}: must be non-empty without '_', '.' or '/'")
 
 
 def _check_token(token):
     if not _TOKEN_RE.match(token or ""):
-        raise ValueError(f"invalid write token {token!r}: expected '<int>-<int>-<int>'")
+        raise HoodieFormatError(f"invalid write token {token!r}: expected '<int>-<int>-<int>'")
 
 
 def base_file_name(file_id, token, instant):
@@ -67,11 +69,11 @@ def log_file_name(file_id, base_instant, version, token, cdc=False):
     """`.<fileId>_<baseInstant>.log.<version>_<writeToken>[.cdc]`."""
     _check_file_id(file_id)
     if int(version) < 1:
-        raise ValueError(f"log version must be >= 1, got {version}")
+        raise HoodieFormatError(f"log version must be >= 1, got {version}")
     name = f".{file_id}_{base_instant}.log.{int(version)}"
     if token is None:
         if cdc:
-            raise ValueError("a .cdc log file name needs a write token")
+            raise HoodieFormatError("a .cdc log file name needs a write token")
         return name
     _check_token(token)
     return f"{name}_{token}{CDC_SUFFIX if cdc else ''}"
@@ -104,7 +106,7 @@ def log_sort_key(log):
     if isinstance(log, str):
         parsed = parse_log_file_name(log)
         if parsed is None:
-            raise ValueError(f"not a log file name: {log!r}")
+            raise HoodieFormatError(f"not a log file name: {log!r}")
         log = parsed
     token = log.write_token
     return (log.base_instant, log.version, token is not None, token or "", CDC_SUFFIX if log.is_cdc else "")

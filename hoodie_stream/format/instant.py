@@ -5,7 +5,7 @@ import re
 import threading
 from typing import NamedTuple, Optional
 
-from ..errors import HoodieConfigError
+from ..errors import HoodieConfigError, HoodieTimelineError
 
 REQUESTED = "requested"
 INFLIGHT = "inflight"
@@ -65,7 +65,7 @@ class Instant(NamedTuple):
             return f"{t}.inflight" if a == COMMIT else f"{t}.{a}.inflight"
         if self.state == REQUESTED:
             return f"{t}.{a}.requested"
-        raise ValueError(f"unknown instant state {self.state!r}")
+        raise HoodieTimelineError(f"unknown instant state {self.state!r}")
 
     @property
     def sort_key(self):
@@ -200,6 +200,6 @@ def new_instant_time(after=None):
                 candidate = max(candidate, floor_dt + _ONE_MS)
         ts = format_instant(candidate)
         if after and ts <= after:
-            raise ValueError(f"cannot make an instant time greater than {after!r}")
+            raise HoodieTimelineError(f"cannot make an instant time greater than {after!r}")
         _last[0] = ts
         return ts

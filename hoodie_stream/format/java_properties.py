@@ -2,6 +2,8 @@
 
 import datetime
 
+from ..errors import HoodieFormatError
+
 _UNESCAPE = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _ESCAPE = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f", "\\": "\\\\",
            "=": "\\=", ":": "\\:", "#": "\\#", "!": "\\!"}
@@ -43,7 +45,7 @@ def _unescape(s):
         if c == "u":
             code = s[i:i + 4]
             if len(code) != 4 or any(ch not in "0123456789abcdefABCDEF" for ch in code):
-                raise ValueError(f"Malformed \\uxxxx encoding: \\u{code}")
+                raise HoodieFormatError(f"Malformed \\uxxxx encoding: \\u{code}")
             out.append(chr(int(code, 16)))
             i += 4
         else:

@@ -21,7 +21,7 @@ def marker_dir(instant):
 def marker_name(data_file, io_type):
     """`<dataFile>.marker.<IOType>`."""
     if io_type not in IO_TYPES:
-        raise ValueError(f"unknown marker IO type {io_type!r}; expected one of {IO_TYPES}")
+        raise HoodieFormatError(f"unknown marker IO type {io_type!r}; expected one of {IO_TYPES}")
     return f"{data_file}{MARKER_EXTN}.{io_type}"
 
 

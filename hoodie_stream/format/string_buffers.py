@@ -3,6 +3,8 @@
 import numpy as np
 import pyarrow as pa
 
+from ..errors import HoodieKeyError
+
 
 def utf8_buffers(keys, what="keys"):
     """(uint8 data buffer, int64 offsets) of a string array (chunked, sliced, large or not, or a Python list):
@@ -18,7 +20,7 @@ def utf8_buffers(keys, what="keys"):
         keys = keys.cast(pa.binary())
         offset_type = np.int32
     if keys.null_count:
-        raise ValueError(f"{what} must not be null")
+        raise HoodieKeyError(f"{what} must not be null")
     _, offsets_buf, data_buf = keys.buffers()
     offsets = np.frombuffer(offsets_buf, dtype=offset_type)[keys.offset:keys.offset + len(keys) + 1].astype(np.int64)
     data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)

@@ -2,7 +2,13 @@
 
 import zlib
 
-from ..errors import HoodieObjectExistsError, HoodieObjectNotFoundError, HoodieStorageError, HoodieTableError
+from ..errors import (
+    HoodieFormatError,
+    HoodieObjectExistsError,
+    HoodieObjectNotFoundError,
+    HoodieStorageError,
+    HoodieTableError,
+)
 from ..storage import storage_for
 from . import java_properties
 
@@ -34,7 +40,7 @@ def _read(storage, path):
         return None, f"cannot be read: {e}"
     try:
         props = java_properties.loads(data.decode("latin-1"))
-    except ValueError as e:
+    except (HoodieFormatError, ValueError) as e:
         return None, f"corrupt, cannot be parsed: {e}"
     if "hoodie.table.name" not in props:
         return None, "corrupt or incomplete: missing required key hoodie.table.name"

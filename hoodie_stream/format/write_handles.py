@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .avro_codec import encode_records
+from .avro_encoder import encode_records
 from .avro_schema import META_FIELDS, with_meta_fields
 from .base_file import write_base_file
 from .chunked_take import RowTaker
@@ -23,6 +23,7 @@ from .delete_block import delete_content, delete_content_arrow
 from .log_block import BlockType, HeaderKey, LogBlock
 from .log_writer import write_log_file
 from .markers import create_marker
+from .partition_path import check_partition_path
 from ..storage import join, storage_for
 
 COMMIT_TIME, SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME = META_FIELDS
@@ -95,6 +96,7 @@ def append_log(
     """
     started = time.monotonic()
     storage = storage_for(storage)
+    check_partition_path(partition)
     token = token or write_token(task_id, 0, 0)
     version = next_log_version(storage, partition, file_id, base_instant)
     name = log_file_name(file_id, base_instant, version, token)
@@ -172,6 +174,7 @@ def create_base(storage, instant, partition, file_id, avro_schema, records, keys
     """Write a base parquet file (meta columns, bloom filter and key range footers). Returns its WriteStat."""
     started = time.monotonic()
     storage = storage_for(storage)
+    check_partition_path(partition)
     token = token or write_token(task_id, 0, 0)
     name = base_file_name(file_id, token, instant)
     path = join(partition, name)

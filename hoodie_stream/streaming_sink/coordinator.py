@@ -7,17 +7,14 @@ any file was written) is removed without a trace.
 """
 
 import json
-import re
 
 from ..checkpoints import index_state
 from ..checkpoints.batch_checkpoint import checkpoint_metadata
 from ..checkpoints.recovery import INDEX_MARK
+from ..errors import rebuild_task_error
 from ..format.commit_metadata import WriteStat
-from ..errors import HoodieError
 from ..format.markers import delete_markers, list_markers
 from ..format.rollback import files_of_instant
-
-_TASK_ERROR = re.compile(r"hoodie_stream\.errors\.(Hoodie\w*Error): (.+)")
 
 
 class BatchResult:
@@ -89,13 +86,6 @@ def abort(txn):
 
 
 def task_error(exc):
-    """The project's own error raised inside a Spark task, re-created on the driver (or None)."""
-    text = str(exc)
-    found = _TASK_ERROR.findall(text)
-    if not found:
-        return None
-    name, message = found[-1]
-    from .. import errors
-
-    cls = getattr(errors, name, HoodieError)
-    return cls(message.strip())
+    """The project's own error a Spark task of the chain raised, rebuilt on the driver with its class and fields
+    from the structured line the task's failure carries (see `errors.in_task`); None for any other failure."""
+    return rebuild_task_error(exc)

@@ -5,14 +5,19 @@ ordering value present), marks deletes, and leaves the key-group hash and the sh
 (`chain/key_groups.py`).
 """
 
+from collections.abc import Mapping
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import HoodieKeyError
-from ..format.keygen import make_key_generator
 from ..chain import worker_memory
 from ..chain.columns import CHAIN_PREFIX, DELETE, IS_DELETED, KEY, PARTITION, SEQ
+from ..chain.stages import BatchContext
+from ..errors import HoodieKeyError, HoodiePathError, in_task
+from ..format import partition_path
+from ..format.keygen import make_key_generator
+
 
 def describe_row(table, row, limit=6):
     """A short text of one record for error messages: its first columns and values."""
@@ -29,12 +34,11 @@ def describe_row(table, row, limit=6):
 class KeyBy:
     """Picklable mapInArrow function: RecordBatches in, the same rows plus key, partition path and delete flag."""
 
-    def __init__(self, table_props, ordering_field, operation, release_memory=True):
-        self.table_props = table_props
-        self.ordering_field = ordering_field
-        self.operation = operation
-        self.release_memory = release_memory
+    def __init__(self, context: BatchContext, key_props: Mapping[str, str]) -> None:
+        self.context = context
+        self.key_props = dict(key_props)  # the table's hoodie.properties: its key generator
 
+    @in_task
     def __call__(self, batches):
         from pyspark import TaskContext
 
@@ -42,8 +46,8 @@ class KeyBy:
         # arrival order: the partition id in the upper 31 bits, the row within the partition in the lower 33,
         # as Spark's monotonically_increasing_id
         seq = (ctx.partitionId() << 33) if ctx is not None else 0
-        with worker_memory.task(self.release_memory):
-            keygen = make_key_generator(self.table_props)
+        with worker_memory.task(self.context.release_memory):
+            keygen = make_key_generator(self.key_props)
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
@@ -62,21 +66,47 @@ class KeyBy:
             partitions = keygen.partition_paths(table)
         except HoodieKeyError as e:
             raise HoodieKeyError(f"{e}") from None
-        if self.operation == "delete":
+        _check_partition_paths(keygen, table, partitions)
+        operation, ordering_field = self.context.operation, self.context.ordering_field
+        if operation == "delete":
             deletes = pa.array([True] * table.num_rows, pa.bool_())
         elif IS_DELETED in table.column_names:
             deletes = pc.fill_null(table[IS_DELETED], False).combine_chunks()
         else:
             deletes = pa.array([False] * table.num_rows, pa.bool_())
-        if self.ordering_field and self.operation != "delete":
-            ordering = table[self.ordering_field]
+        if ordering_field and operation != "delete":
+            ordering = table[ordering_field]
             if ordering.null_count:
                 row = pc.index(pc.is_null(ordering), True).as_py()
                 raise HoodieKeyError(
-                    f"ordering (precombine) field {self.ordering_field!r} is null in record with key "
+                    f"ordering (precombine) field {ordering_field!r} is null in record with key "
                     f"{keys[row].as_py()!r}: {describe_row(table, row)}")
         return (table.append_column(KEY, keys).append_column(PARTITION, partitions)
                 .append_column(DELETE, deletes))
+
+
+def _check_partition_paths(keygen, table, partitions):
+    """HoodiePathError naming the first record whose partition path could leave the table (or is no directory name),
+    before anything is written; vectorized, the rule of format/partition_path.py."""
+    row = partition_path.first_refused(partitions)
+    if row is None:
+        return
+    path = partitions[row].as_py()
+    fields = ", ".join(f"{f!r} = {_field_value(table, f, row)!r}" for f in keygen.partition_fields)
+    raise HoodiePathError(
+        f"partition path {path!r} of the record {describe_row(table, row)} (partition field {fields}) is refused: "
+        f"{partition_path.problem(path)}"
+    )
+
+
+def _field_value(table, field, row):
+    parts = field.split(".")
+    if parts[0] not in table.column_names:
+        return None
+    value = table[parts[0]][row].as_py()
+    for part in parts[1:]:
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
 
 
 def _first_missing_key(keygen, table):

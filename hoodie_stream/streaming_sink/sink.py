@@ -10,6 +10,8 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -17,6 +19,7 @@ from ..bucket_assign.assigner import BucketAssigner
 from ..bucket_assign.write_tasks import WritePlan, recent_loads
 from ..chain.columns import ASSIGN_TASK, DELETE, FILE_ID, KEY, KEY_GROUP, KIND, PARTITION, SEQ, WRITE_TASK
 from ..chain.key_groups import assign_task_expr, key_group_expr
+from ..chain.stages import AssignSpec, BatchContext, WriteSpec
 from ..bucket_assign.small_files import average_record_size, recent_write_commits, small_file_profile
 from ..checkpoints import recovery
 from ..checkpoints.batch_checkpoint import last_batch_id, writer_identifier
@@ -29,9 +32,12 @@ from ..format.timeline import Timeline
 from ..format.writer import HoodieWriter, table_avro_schema
 from . import coordinator
 from ..options import parse_options
-from ..storage import storage_for
+from ..storage import Storage, storage_for
 from .key_by import KeyBy
 from .write_function import RESULT_SCHEMA, StreamWriteFunction
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 log = logging.getLogger("hoodie_stream")
 
@@ -39,7 +45,7 @@ log = logging.getLogger("hoodie_stream")
 class HoodieStreamSink:
     """A picklable foreachBatch function writing each micro-batch as one Hudi delta commit."""
 
-    def __init__(self, path, options=None, **shortcuts):
+    def __init__(self, path: str | Storage, options: Mapping[str, Any] | None = None, **shortcuts: Any) -> None:
         self.storage = storage_for(path)
         self.path = self.storage.uri
         self.options = parse_options(self.path, options, **shortcuts)
@@ -60,13 +66,13 @@ class HoodieStreamSink:
             self._services = TableServices(self.storage, self.options.compaction)
         return self._services
 
-    def close(self, wait=True):
+    def close(self, wait: bool = True) -> None:
         """Stop the background compaction thread (waiting for the running step when `wait`)."""
         if self._services is not None:
             self._services.stop(wait)
 
     # -- the micro-batch -----------------------------------------------------------------------------------
-    def __call__(self, df, batch_id):
+    def __call__(self, df: "DataFrame", batch_id: int) -> None:
         with self.services.ingesting():  # async compaction starts no new work while a micro-batch runs
             try:
                 self._write_batch(df, batch_id)
@@ -285,10 +291,9 @@ class HoodieStreamSink:
 
         o = self.options
         assign_tasks, write_tasks = tasks
-        data_columns = list(df.columns)
         mode, ordering = merge_mode(writer.config.props)
         timeline = writer.timeline
-        committed = {i.timestamp for i in timeline.commits_timeline()}
+        context = BatchContext(writer.storage, txn.instant, o.operation, ordering, tuple(df.columns), o.release_memory)
         recent = recent_write_commits(timeline)
         record_size = average_record_size(recent, o.record_size_estimate)
         small = small_file_profile(writer.storage, timeline, o.max_file_size, o.log_to_parquet_ratio, record_size,
@@ -297,23 +302,24 @@ class HoodieStreamSink:
         keyed_schema = T.StructType(df.schema.fields + [
             T.StructField(SEQ, T.LongType()), T.StructField(KEY, T.StringType()),
             T.StructField(PARTITION, T.StringType()), T.StructField(DELETE, T.BooleanType())])
-        keyed = df.mapInArrow(
-            KeyBy(dict(writer.config.props), o.precombine_field, o.operation, o.release_memory), keyed_schema)
+        keyed = df.mapInArrow(KeyBy(context, writer.config.props), keyed_schema)
         keyed = keyed.withColumns({KEY_GROUP: F.expr(key_group_expr(o.key_groups)),
                                    ASSIGN_TASK: F.expr(assign_task_expr(o.key_groups, assign_tasks))})
         routed_schema = T.StructType(df.schema.fields + [
             T.StructField(KEY, T.StringType()), T.StructField(PARTITION, T.StringType()),
             T.StructField(FILE_ID, T.StringType()), T.StructField(KIND, T.ByteType()),
             T.StructField(SEQ, T.LongType()), T.StructField(WRITE_TASK, T.IntegerType())])
-        assigner = BucketAssigner(writer.storage, txn.instant, committed, o.global_index, o.operation, ordering,
-                                  mode == "EVENT_TIME_ORDERING", small, o.max_file_size / record_size, data_columns,
-                                  assign_tasks, o.release_memory, WritePlan(write_tasks, recent_loads(recent)))
+        assigner = BucketAssigner(context, AssignSpec(
+            committed=frozenset(i.timestamp for i in timeline.commits_timeline()), global_index=o.global_index,
+            event_time=mode == "EVENT_TIME_ORDERING", small_files=small,
+            new_file_capacity=int(o.max_file_size / record_size), num_tasks=assign_tasks,
+            write_plan=WritePlan(write_tasks, recent_loads(recent))))
         # sorted by key group within each task, so a bucket assigner holds one key group's rows at a time
         routed = (keyed.repartition(assign_tasks, ASSIGN_TASK).sortWithinPartitions(KEY_GROUP)
                   .mapInArrow(assigner, routed_schema))
-        write_fn = StreamWriteFunction(writer.storage, txn.instant, txn.avro_schema, data_columns, ordering,
-                                       o.batch_size_bytes, o.task_max_size_bytes, pending_file_groups(timeline),
-                                       o.release_memory)
+        write_fn = StreamWriteFunction(context, WriteSpec(
+            avro_schema=txn.avro_schema, batch_size_bytes=o.batch_size_bytes, task_max_bytes=o.task_max_size_bytes,
+            pending_compactions=pending_file_groups(timeline)))
         # each file group to its write task (write_tasks.py: balanced by recent load, one task per file group)
         results = routed.repartition(write_tasks, WRITE_TASK).mapInArrow(
             write_fn, T.StructType([T.StructField(n, T.StringType()) for n in RESULT_SCHEMA.names]))

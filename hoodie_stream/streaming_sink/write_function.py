@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pympler import asizeof
 
+from ..errors import in_task
 from ..format.file_names import write_token
 from ..format.fs_view import FileSystemView, list_file_groups
 from ..format.runs import runs
@@ -24,6 +25,7 @@ from ..format.timeline import Timeline
 from ..format.write_handles import append_log
 from ..chain import worker_memory
 from ..chain.columns import FILE_ID, KEY, KIND, PARTITION, SEQ, RecordKind
+from ..chain.stages import BatchContext, WriteSpec
 
 SAMPLE_RATE = 0.01
 RELEASE_AFTER_BYTES = 8 * 1024 * 1024
@@ -80,25 +82,18 @@ class Bucket:
 class StreamWriteFunction:
     """Picklable mapInArrow function for the write stage of one micro-batch."""
 
-    def __init__(self, base, instant, avro_schema, data_columns, ordering_field, batch_size_bytes,
-                 task_max_bytes, pending_compactions=None, release_memory=True):
-        self.pending_compactions = pending_compactions or {}  # (partition, file id) -> compaction instant
-        self.base = base
-        self.instant = instant
-        self.avro_schema = avro_schema
-        self.data_columns = data_columns
-        self.ordering_field = ordering_field
-        self.batch_size_bytes = batch_size_bytes
-        self.task_max_bytes = task_max_bytes
-        self.release_memory = release_memory
+    def __init__(self, context: BatchContext, spec: WriteSpec) -> None:
+        self.context = context
+        self.spec = spec
 
+    @in_task
     def __call__(self, batches):
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
         token = write_token(ctx.partitionId(), ctx.stageId(), ctx.attemptNumber()) if ctx else write_token(0, 0, 0)
         task = ctx.partitionId() if ctx else 0
-        with worker_memory.task(self.release_memory):
+        with worker_memory.task(self.context.release_memory):
             writer = BufferedWriter(self, token, task)
             for batch in batches:
                 writer.add(pa.Table.from_batches([batch]))
@@ -150,8 +145,8 @@ class BufferedWriter:
             held = bucket.bytes if bucket is not None else 0
             base = cum[start - 1] if start else 0
             # first row (relative to `start`) whose bucket or task total passes its limit
-            over = np.searchsorted(cum[start:], [base + self.fn.batch_size_bytes - held,
-                                                  base + self.fn.task_max_bytes - self.total], side="right")
+            over = np.searchsorted(cum[start:], [base + self.fn.spec.batch_size_bytes - held,
+                                                  base + self.fn.spec.task_max_bytes - self.total], side="right")
             end = min(start + int(over.min()) + 1, len(sizes))
             # each bucket gets its own compact copy of its rows: a flush frees exactly what it wrote, and the
             # buffers never pin Spark's input batches
@@ -166,9 +161,9 @@ class BufferedWriter:
             self.total_nbytes += chunk.nbytes
             self.peak_buffered = max(self.peak_buffered, self.total)
             self.peak_real = max(self.peak_real, self.total_nbytes)
-            if bucket.bytes > self.fn.batch_size_bytes:
+            if bucket.bytes > self.fn.spec.batch_size_bytes:
                 self.flush(file_id, "bucket")
-            elif self.total > self.fn.task_max_bytes:
+            elif self.total > self.fn.spec.task_max_bytes:
                 largest = max(self.buckets, key=lambda f: self.buckets[f].bytes)
                 self.flush(largest, "task")
             start = end
@@ -210,19 +205,19 @@ class BufferedWriter:
             # records go to the log block in arrival order; append_log takes them a chunk at a time through
             # `order` instead of a sorted copy of the whole bucket
             order = pc.sort_indices(data, sort_keys=[(SEQ, "ascending")])
-            records = data.select(self.fn.data_columns)
+            records = data.select(self.fn.context.data_columns)
             keys = data[KEY]
         deletes = None
         if dels.num_rows:
             ordering = None
-            if self.fn.ordering_field and self.fn.ordering_field in dels.column_names:
+            if self.fn.context.ordering_field and self.fn.context.ordering_field in dels.column_names:
                 # deletes applied by arrival (a key that moved partition) carry no ordering value
-                values = dels[self.fn.ordering_field]
+                values = dels[self.fn.context.ordering_field]
                 ordering = pc.if_else(pc.equal(dels[KIND], RecordKind.DELETE_NATURAL), pa.scalar(None, values.type), values)
             deletes = (dels[KEY], ordering)
         inserts = pc.sum(pc.equal(table[KIND], RecordKind.INSERT)).as_py() or 0
-        return append_log(self.fn.base, self.fn.instant, bucket.partition, file_id, base_instant,
-                          self.fn.avro_schema, records=records, keys=keys, deletes=deletes, token=self.token,
+        return append_log(self.fn.context.storage, self.fn.context.instant, bucket.partition, file_id, base_instant,
+                          self.fn.spec.avro_schema, records=records, keys=keys, deletes=deletes, token=self.token,
                           task_id=self.task, base_file=base_file, num_inserts=inserts, new_file_group=new_group,
                           order=order)
 
@@ -231,13 +226,13 @@ class BufferedWriter:
 
         A file group in a pending compaction gets a new slice named by the compaction instant, as in Hudi.
         """
-        pending = self.fn.pending_compactions.get((partition, file_id))
+        pending = self.fn.spec.pending_compactions.get((partition, file_id))
         if pending is not None:
             return pending, "", False
         if partition not in self._slices:
             if self._timeline is None:
-                self._timeline = Timeline(self.fn.base)
-            view = FileSystemView(self.fn.base, self._timeline)
+                self._timeline = Timeline(self.fn.context.storage)
+            view = FileSystemView(self.fn.context.storage, self._timeline)
             slices = {}
             for group in list_file_groups(view.storage, partition):
                 found = view.slices(group)
@@ -248,8 +243,8 @@ class BufferedWriter:
         if known is not None:
             return known[0], known[1], False
         # a new file group: a log-only slice whose base instant is this instant
-        self._slices[partition][file_id] = (self.fn.instant, "")
-        return self.fn.instant, "", True
+        self._slices[partition][file_id] = (self.fn.context.instant, "")
+        return self.fn.context.instant, "", True
 
     def results(self):
         rows = [("stat", json.dumps(s.to_dict())) for s in self.stats]
