@@ -33,17 +33,20 @@ def _package(root, files):
 
 def test_the_check_reports_upward_sibling_circular_and_leaf_imports(tmp_path, capsys):
     check = _load_script()
-    pkg = _package(tmp_path, {
-        "__init__.py": "from .streaming_sink.sink import Sink\n",
-        "errors.py": "import hoodie_stream.format.timeline\n",  # upward
-        "format/timeline.py": "from ..errors import E\nfrom .. import local_spark\n",  # down, and a leaf: fine
-        "format/reader.py": "def f():\n    from ..streaming_sink import sink\n",  # upward, lazily
-        "compaction/run.py": "from ..bucket_assign.assigner import A\n",  # sibling ...
-        "bucket_assign/assigner.py": "from hoodie_stream.compaction import run\n",  # ... and back: a circle
-        "streaming_sink/sink.py": "from hoodie_stream import errors\nfrom ..compaction.run import R\n",  # fine
-        "local_spark.py": "from .errors import E\n",  # a leaf imports nothing of the package
-        "demo.py": "from hoodie_stream import Sink\nfrom .local_spark import x\n",  # __init__'s name: same layer
-    })
+    pkg = _package(
+        tmp_path,
+        {
+            "__init__.py": "from .streaming_sink.sink import Sink\n",
+            "errors.py": "import hoodie_stream.format.timeline\n",  # upward
+            "format/timeline.py": "from ..errors import E\nfrom .. import local_spark\n",  # down, and a leaf: fine
+            "format/reader.py": "def f():\n    from ..streaming_sink import sink\n",  # upward, lazily
+            "compaction/run.py": "from ..bucket_assign.assigner import A\n",  # sibling ...
+            "bucket_assign/assigner.py": "from hoodie_stream.compaction import run\n",  # ... and back: a circle
+            "streaming_sink/sink.py": "from hoodie_stream import errors\nfrom ..compaction.run import R\n",  # fine
+            "local_spark.py": "from .errors import E\n",  # a leaf imports nothing of the package
+            "demo.py": "from hoodie_stream import Sink\nfrom .local_spark import x\n",  # __init__'s name: same layer
+        },
+    )
     problems = check.violations(check.all_imports(pkg))
     text = "\n".join(problems)
     assert "errors.py:1: errors -> format (import hoodie_stream.format.timeline): format is above errors" in text
@@ -55,22 +58,27 @@ def test_the_check_reports_upward_sibling_circular_and_leaf_imports(tmp_path, ca
     single = [p for p in problems if not p.startswith("import circle")]
     assert len(single) == 6 and not [p for p in single if "timeline.py" in p or "sink.py" in p], single
     circles = sorted(p.partition(":")[0] for p in problems if p.startswith("import circle"))
-    assert circles == ["import circle between bucket_assign, compaction",
-                       "import circle between errors, format, local_spark, streaming_sink"], problems
+    assert circles == [
+        "import circle between bucket_assign, compaction",
+        "import circle between errors, format, local_spark, streaming_sink",
+    ], problems
     assert check.main([], pkg=pkg) == 1
     assert "8 import(s) against the layers" in capsys.readouterr().err
 
 
 def test_a_clean_package_passes(tmp_path):
     check = _load_script()
-    pkg = _package(tmp_path, {
-        "__init__.py": "from .streaming_sink.sink import Sink\n",
-        "format/timeline.py": "from ..errors import E\nfrom ..storage.local import L\n",
-        "errors.py": "",
-        "storage/local.py": "from hoodie_stream.errors import E\n",
-        "streaming_sink/sink.py": "from ..format import timeline\n",
-        "__main__.py": "from . import demo\n",
-        "demo.py": "from .local_spark import local_session_builder\n",
-        "local_spark.py": "import os\n",
-    })
+    pkg = _package(
+        tmp_path,
+        {
+            "__init__.py": "from .streaming_sink.sink import Sink\n",
+            "format/timeline.py": "from ..errors import E\nfrom ..storage.local import L\n",
+            "errors.py": "",
+            "storage/local.py": "from hoodie_stream.errors import E\n",
+            "streaming_sink/sink.py": "from ..format import timeline\n",
+            "__main__.py": "from . import demo\n",
+            "demo.py": "from .local_spark import local_session_builder\n",
+            "local_spark.py": "import os\n",
+        },
+    )
     assert check.violations(check.all_imports(pkg)) == []
