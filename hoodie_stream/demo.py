@@ -36,13 +36,13 @@ def run_demo(path=None, batches=5, per_batch=2000):
     from .streaming_sink.sink import HoodieStreamSink
 
     work = tempfile.mkdtemp(prefix="hoodie-stream-demo-")
-    base = path or os.path.join(work, "orders")
+    table_path = path or os.path.join(work, "orders")
     source = os.path.join(work, "source")
     _generate(source, batches, per_batch)
     spark = local_session_builder("local[2]", "hoodie-stream-demo").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        sink = HoodieStreamSink(base, {
+        sink = HoodieStreamSink(table_path, {
             "hoodie.table.name": "orders",
             "hoodie.datasource.write.recordkey.field": "id",
             "hoodie.datasource.write.precombine.field": "ts",
@@ -57,6 +57,6 @@ def run_demo(path=None, batches=5, per_batch=2000):
         sink.close()  # lets a running compaction step finish before Spark stops
     finally:
         spark.stop()
-    print(table_summary(base))
-    print(f"rows: {HoodieTable(base).read().num_rows}  (table at {base})")
-    return base
+    print(table_summary(table_path))
+    print(f"rows: {HoodieTable(table_path).read().num_rows}  (table at {table_path})")
+    return table_path

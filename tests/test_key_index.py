@@ -120,7 +120,7 @@ def test_full_files_are_used_in_place_and_older_ones_still_load(state):
 
     with tempfile.TemporaryDirectory() as base:
         index_state.save_full(base, 0, "20260101000000001", _table(state))
-        older = os.path.join(index_state.group_dir(base, 1), "20260101000000001.full.arrow")
+        older = os.path.join(os.path.join(base, index_state.group_dir(1)), "20260101000000001.full.arrow")
         os.makedirs(os.path.dirname(older))
         table = key_index.coded(_table(state)).combine_chunks()
         with pa.OSFile(older, "wb") as sink, ipc.new_file(
@@ -160,13 +160,13 @@ def test_loading_deletes_what_the_newest_committed_full_file_replaces(monkeypatc
                 index_state._CACHE.clear()
                 loaded, _ = index_state.load_index(base, 0, committed)
                 _check(loaded, model, list(model))
-                assert len(os.listdir(index_state.group_dir(base, 0))) == every + 1
+                assert len(os.listdir(os.path.join(base, index_state.group_dir(0)))) == every + 1
             committed.add(instant)
             model.update(change)
         index_state._CACHE.clear()
         loaded, _ = index_state.load_index(base, 0, committed)
         _check(loaded, model, list(model))
-        assert sorted(os.listdir(index_state.group_dir(base, 0))) == [
+        assert sorted(os.listdir(os.path.join(base, index_state.group_dir(0)))) == [
             "2026010100000%04d.full.arrow" % every, "2026010100000%04d.delta.arrow" % (every + 1)]
 
 

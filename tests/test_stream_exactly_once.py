@@ -74,7 +74,7 @@ def test_inflight_instant_left_by_a_crash_is_rolled_back(spark, tmp_path, query)
     assert not [i for i in table.timeline.pending() if i.action == "deltacommit"]
     assert any(i.action == "rollback" for i in table.timeline.completed())
     assert table_rows(rs_read(base)) == model.rows()
-    assert not os.path.exists(os.path.join(index_state.group_dir(base, 0), txn.instant + ".delta.arrow"))
+    assert not os.path.exists(os.path.join(os.path.join(base, index_state.group_dir(0)), txn.instant + ".delta.arrow"))
 
 
 def test_lost_index_state_is_rebuilt(spark, tmp_path, query):
@@ -86,7 +86,7 @@ def test_lost_index_state_is_rebuilt(spark, tmp_path, query):
     for i, events in enumerate(batches[:2]):
         sink(df_of(spark, events), i)
         model.apply_batch(events)
-    shutil.rmtree(index_state.index_dir(base))
+    shutil.rmtree(os.path.join(base, index_state.INDEX_DIR))
     index_state._CACHE.clear()
     for i, events in enumerate(batches[2:], start=2):
         sink(df_of(spark, events), i)
@@ -182,7 +182,7 @@ def test_crash_between_commit_and_index_pointer_keeps_deletes(spark, tmp_path, q
     for mode in ("pointer behind", "index lost"):
         index_state.write_latest(base, before_delete)  # the crash happened before LATEST moved
         if mode == "index lost":
-            shutil.rmtree(index_state.index_dir(base))
+            shutil.rmtree(os.path.join(base, index_state.INDEX_DIR))
             index_state._CACHE.clear()
         HoodieStreamSink(base, OPTIONS)(df_of(spark, late), 2 if mode == "pointer behind" else 3)
         assert table_rows(rs_read(base)) == [], mode
