@@ -86,6 +86,18 @@ def test_error_raised_in_a_task_reaches_the_driver(spark, name):
     assert notes and "raised in a Spark task" in notes[0] and "raise error" in notes[0], notes
 
 
+def test_every_operator_task_carries_its_errors():
+    from hoodie_stream.bucket_assign.assigner import BucketAssigner
+    from hoodie_stream.compaction.execute import CompactTask
+    from hoodie_stream.streaming_sink.key_by import KeyBy
+    from hoodie_stream.streaming_sink.write_function import StreamWriteFunction
+
+    operators = (KeyBy, BucketAssigner, StreamWriteFunction, CompactTask, recovery._ReadKeys, recovery._WriteStates)
+    for operator in operators:
+        call = operator.__call__  # wrapped by errors.in_task
+        assert hasattr(call, "__wrapped__") and call.__code__.co_filename == errors.__file__, operator
+
+
 def test_other_errors_of_a_task_stay_sparks(spark):
     with pytest.raises(Exception) as e:
         raise_in_task(spark, ZeroDivisionError("not the project's"))

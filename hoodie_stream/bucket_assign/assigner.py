@@ -82,6 +82,7 @@ class BucketAssigner:
         self.spec = spec
         self._slots: dict[str, dict] = {}  # partition -> open file groups of this task, consumed across chunks
 
+    @in_task
     def __call__(self, batches):
         from pyspark import TaskContext
 
