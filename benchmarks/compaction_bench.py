@@ -35,24 +35,38 @@ from hoodie_stream.format.writer import HoodieWriter
 from hoodie_stream.options import parse_compaction_options
 
 GROUPS = 4
-SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("uuid", pa.string()), ("name", pa.string()),
-                    ("fare", pa.float64()), ("city", pa.string())])
+SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("ts", pa.int64()),
+        ("uuid", pa.string()),
+        ("name", pa.string()),
+        ("fare", pa.float64()),
+        ("city", pa.string()),
+    ]
+)
 
 
 def rows(ids, ts, rng):
     n = len(ids)
-    return pa.table({
-        "id": pa.array(ids), "ts": pa.array(np.full(n, ts, dtype=np.int64)),
-        "uuid": pc.cast(pa.array(ids * 7919 % 1000003), pa.string()),
-        "name": pc.binary_join_element_wise("rider-", pc.cast(pa.array(ids % 997), pa.string()), ""),
-        "fare": pa.array(rng.random(n) * 100), "city": pa.array(np.array(["sf", "nyc", "chennai"])[ids % 3]),
-    }, schema=SCHEMA)
+    return pa.table(
+        {
+            "id": pa.array(ids),
+            "ts": pa.array(np.full(n, ts, dtype=np.int64)),
+            "uuid": pc.cast(pa.array(ids * 7919 % 1000003), pa.string()),
+            "name": pc.binary_join_element_wise("rider-", pc.cast(pa.array(ids % 997), pa.string()), ""),
+            "fare": pa.array(rng.random(n) * 100),
+            "city": pa.array(np.array(["sf", "nyc", "chennai"])[ids % 3]),
+        },
+        schema=SCHEMA,
+    )
 
 
 def build(base, n_rows):
     rng = np.random.default_rng(3)
-    writer = HoodieWriter.create(base, table_name="bench", record_key_fields=["id"], schema=SCHEMA,
-                                 precombine_field="ts", partition_fields=[])
+    writer = HoodieWriter.create(
+        base, table_name="bench", record_key_fields=["id"], schema=SCHEMA, precombine_field="ts", partition_fields=[]
+    )
     txn = writer.start(operation="INSERT")
     groups = []
     for chunk in np.array_split(np.arange(n_rows, dtype=np.int64), GROUPS):
@@ -86,8 +100,14 @@ def main(argv=None):
         ops = pending_plans(tl)[instant]["operations"]
         tl.transition_to_inflight(instant, "compaction", b"")
         committed = {i.timestamp for i in tl.commits_timeline()}
-        input_mb = sum(os.path.getsize(os.path.join(base, op["dataFilePath"])) +
-                       sum(os.path.getsize(os.path.join(base, n)) for n in op["deltaFilePaths"]) for op in ops) / 1e6
+        input_mb = (
+            sum(
+                os.path.getsize(os.path.join(base, op["dataFilePath"]))
+                + sum(os.path.getsize(os.path.join(base, n)) for n in op["deltaFilePaths"])
+                for op in ops
+            )
+            / 1e6
+        )
 
         # floor: pyarrow reads the base files, log records come decoded for free, one parquet file is written
         decoded = []
@@ -100,29 +120,41 @@ def main(argv=None):
         for k, op in enumerate(ops):
             base_table = pq.read_table(os.path.join(base, op["dataFilePath"]))
             logs = [t.select(base_table.column_names).cast(base_table.schema) for t in decoded[k]]
-            pq.write_table(pa.concat_tables([base_table] + logs), os.path.join(floor_dir, f"{k}.parquet"),
-                           compression=DEFAULT_COMPRESSION)
+            pq.write_table(
+                pa.concat_tables([base_table] + logs),
+                os.path.join(floor_dir, f"{k}.parquet"),
+                compression=DEFAULT_COMPRESSION,
+            )
         floor_s = time.perf_counter() - started
         shutil.rmtree(floor_dir, ignore_errors=True)
 
         started = time.perf_counter()
-        stats = [compact_operation(base, instant, op, committed, opts.max_memory_bytes, f"{k}-0-0")[0]
-                 for k, op in enumerate(plan_operations(pending_plans(tl)[instant]))]
+        stats = [
+            compact_operation(base, instant, op, committed, opts.max_memory_bytes, f"{k}-0-0")[0]
+            for k, op in enumerate(plan_operations(pending_plans(tl)[instant]))
+        ]
         ours_s = time.perf_counter() - started
         tl.complete(instant, "compaction", CommitMetadata({}, True, {}, "COMPACT").with_stats(stats).to_json())
 
         before = table_bytes(base)
-        deleted = cleaning.clean(base, Timeline(base), parse_compaction_options(
-            {"clean.policy": "KEEP_LATEST_FILE_VERSIONS", "clean.retain_file_versions": "1"}))
+        deleted = cleaning.clean(
+            base,
+            Timeline(base),
+            parse_compaction_options({"clean.policy": "KEEP_LATEST_FILE_VERSIONS", "clean.retain_file_versions": "1"}),
+        )
         after = table_bytes(base)
 
-        print(f"Compaction of {len(ops)} file slices: {n_rows:,} rows in base files + 3 log files each "
-              f"(10% of keys updated per delta commit), {input_mb:.1f} MB of base + log files")
+        print(
+            f"Compaction of {len(ops)} file slices: {n_rows:,} rows in base files + 3 log files each "
+            f"(10% of keys updated per delta commit), {input_mb:.1f} MB of base + log files"
+        )
         print(f"  compaction (merge + write)   {input_mb / ours_s:8.1f} MB/s   ({ours_s:.2f} s)")
         print(f"  pyarrow floor (read + write) {input_mb / floor_s:8.1f} MB/s   ({floor_s:.2f} s)")
         print(f"  ratio compaction / floor: {floor_s / ours_s:.2f}x  (goal >= 0.7x)")
-        print(f"Cleaning (KEEP_LATEST_FILE_VERSIONS=1): {deleted} files deleted, table {before / 1e6:.1f} MB -> "
-              f"{after / 1e6:.1f} MB")
+        print(
+            f"Cleaning (KEEP_LATEST_FILE_VERSIONS=1): {deleted} files deleted, table {before / 1e6:.1f} MB -> "
+            f"{after / 1e6:.1f} MB"
+        )
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -111,20 +111,33 @@ def bench_encode_decode(n_rows):
 def build_mor_table(base, n_rows, update_fraction=0.1, groups=8, seed=7):
     """n_rows in `groups` base files, then one deltacommit updating `update_fraction` of the keys in logs."""
     rng = np.random.default_rng(seed)
-    schema = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("uuid", pa.string()),
-                        ("name", pa.string()), ("fare", pa.float64()), ("city", pa.string())])
-    writer = HoodieWriter.create(base, table_name="bench", record_key_fields=["id"], schema=schema,
-                                 precombine_field="ts", partition_fields=[])
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("ts", pa.int64()),
+            ("uuid", pa.string()),
+            ("name", pa.string()),
+            ("fare", pa.float64()),
+            ("city", pa.string()),
+        ]
+    )
+    writer = HoodieWriter.create(
+        base, table_name="bench", record_key_fields=["id"], schema=schema, precombine_field="ts", partition_fields=[]
+    )
 
     def rows(sel, ts):
         n = len(sel)
-        return pa.table({
-            "id": pa.array(sel), "ts": pa.array(np.full(n, ts, dtype=np.int64)),
-            "uuid": pc.cast(pa.array(sel * 7919 % 1000003), pa.string()),
-            "name": pc.binary_join_element_wise("rider-", pc.cast(pa.array(sel % 997), pa.string()), ""),
-            "fare": pa.array(rng.random(n) * 100),
-            "city": pa.array(np.array(["sf", "nyc", "chennai", "sao_paulo"])[sel % 4]),
-        }, schema=schema)
+        return pa.table(
+            {
+                "id": pa.array(sel),
+                "ts": pa.array(np.full(n, ts, dtype=np.int64)),
+                "uuid": pc.cast(pa.array(sel * 7919 % 1000003), pa.string()),
+                "name": pc.binary_join_element_wise("rider-", pc.cast(pa.array(sel % 997), pa.string()), ""),
+                "fare": pa.array(rng.random(n) * 100),
+                "city": pa.array(np.array(["sf", "nyc", "chennai", "sao_paulo"])[sel % 4]),
+            },
+            schema=schema,
+        )
 
     txn = writer.start(operation="INSERT")
     groups_written = []
@@ -155,8 +168,13 @@ def bench_snapshot(n_rows):
 
         t_rs, theirs = _best(hudi_rs)
         assert ours.num_rows == theirs.num_rows == n_rows, (ours.num_rows, theirs.num_rows)
-        return {"rows": n_rows, "updated": updated, "ours_rps": n_rows / t_ours, "hudi_rs_rps": n_rows / t_rs,
-                "ratio": t_rs / t_ours}
+        return {
+            "rows": n_rows,
+            "updated": updated,
+            "ours_rps": n_rows / t_ours,
+            "hudi_rs_rps": n_rows / t_rs,
+            "ratio": t_rs / t_ours,
+        }
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -56,10 +56,16 @@ def payloads(rng, n, width=1000):
 def records(ids, ts, rng):
     ids = np.asarray(ids, dtype=np.int64)
     n = len(ids)
-    names = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.arange(0, (n + 1) * 16, 16, dtype=np.int32)),
-                                                   pa.py_buffer(rng.integers(65, 91, n * 16, dtype=np.uint8))])
-    return pa.table({"id": ids, "ts": np.full(n, ts, dtype=np.int64), "name": names,
-                     "payload": payloads(rng, n)})
+    names = pa.Array.from_buffers(
+        pa.string(),
+        n,
+        [
+            None,
+            pa.py_buffer(np.arange(0, (n + 1) * 16, 16, dtype=np.int32)),
+            pa.py_buffer(rng.integers(65, 91, n * 16, dtype=np.uint8)),
+        ],
+    )
+    return pa.table({"id": ids, "ts": np.full(n, ts, dtype=np.int64), "name": names, "payload": payloads(rng, n)})
 
 
 # -- the independent estimate check ------------------------------------------------------------------------
@@ -95,11 +101,13 @@ def keyed_input(rng, ids, fids, start, kind):
 
     t = records(ids, 1, rng)
     n = t.num_rows
-    return (t.append_column(KEY, pa.array(ids.astype(str)))
-            .append_column(PARTITION, pa.array([""] * n))
-            .append_column(FILE_ID, pa.array(fids, pa.string()))
-            .append_column(KIND, pa.array(np.full(n, kind, dtype=np.int8)))
-            .append_column(SEQ, pa.array(np.arange(start, start + n, dtype=np.int64))))
+    return (
+        t.append_column(KEY, pa.array(ids.astype(str)))
+        .append_column(PARTITION, pa.array([""] * n))
+        .append_column(FILE_ID, pa.array(fids, pa.string()))
+        .append_column(KIND, pa.array(np.full(n, kind, dtype=np.int8)))
+        .append_column(SEQ, pa.array(np.arange(start, start + n, dtype=np.int64)))
+    )
 
 
 def _as_worker(check, *args):
@@ -126,13 +134,20 @@ def writer_check(rng, layout, groups=12, rows=160_000, batch_rows=10_000, batch_
 
     scratch = tempfile.mkdtemp(prefix="memory-bench-writer-")
     try:
-        writer = HoodieWriter.create(scratch, table_name="scratch", record_key_fields=["id"],
-                                     schema=records(np.arange(1), 1, rng).schema, precombine_field="ts",
-                                     partition_fields=[])
+        writer = HoodieWriter.create(
+            scratch,
+            table_name="scratch",
+            record_key_fields=["id"],
+            schema=records(np.arange(1), 1, rng).schema,
+            precombine_field="ts",
+            partition_fields=[],
+        )
         instant = writer.start().instant
         context = BatchContext(storage_for(scratch), instant, "upsert", "ts", ("id", "ts", "name", "payload"))
-        fn = StreamWriteFunction(context, WriteSpec(avro_schema=writer.avro_schema(), batch_size_bytes=batch_mb * MB,
-                                                    task_max_bytes=task_mb * MB))
+        fn = StreamWriteFunction(
+            context,
+            WriteSpec(avro_schema=writer.avro_schema(), batch_size_bytes=batch_mb * MB, task_max_bytes=task_mb * MB),
+        )
         ids = rng.permutation(rows).astype(np.int64)
         names = np.array([f"{i:08d}-0000-0000-0000-000000000000-0" for i in range(groups)], dtype=object)
         inputs = []
@@ -142,7 +157,7 @@ def writer_check(rng, layout, groups=12, rows=160_000, batch_rows=10_000, batch_
                 fids = names[rng.integers(0, groups, n)]
             else:
                 fids = names[(start + np.arange(n)) // 2_500 % groups]
-            inputs.append(keyed_input(rng, ids[start:start + n], fids.tolist(), start, RecordKind.UPDATE))
+            inputs.append(keyed_input(rng, ids[start : start + n], fids.tolist(), start, RecordKind.UPDATE))
         w = BufferedWriter(fn, "1-0-0", 0)
         worst_nbytes = worst_pinned = (0.0, 1.0)
         max_est = max_pinned = 0
@@ -159,10 +174,19 @@ def writer_check(rng, layout, groups=12, rows=160_000, batch_rows=10_000, batch_
             worst_pinned = max(worst_pinned, (abs(est / pinned - 1), est / pinned), key=lambda x: x[0])
         w.flush_all()
         peak = (_self_kb("VmHWM") - rss0) if resettable else None
-        return {"layout": layout, "flushes": w.flushes, "rows": rows, "groups": groups,
-                "worst_vs_nbytes": worst_nbytes[1], "worst_vs_pinned": worst_pinned[1],
-                "max_est": max_est, "max_pinned": max_pinned, "peak_rss_over_input": peak,
-                "peak_real": w.peak_real, "peak_buffered": w.peak_buffered}
+        return {
+            "layout": layout,
+            "flushes": w.flushes,
+            "rows": rows,
+            "groups": groups,
+            "worst_vs_nbytes": worst_nbytes[1],
+            "worst_vs_pinned": worst_pinned[1],
+            "max_est": max_est,
+            "max_pinned": max_pinned,
+            "peak_rss_over_input": peak,
+            "peak_real": w.peak_real,
+            "peak_buffered": w.peak_buffered,
+        }
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -179,13 +203,20 @@ def flush_check(rng, mb=16):
         rows = mb * MB // 1040
         t = records(np.arange(rows), 1, rng)
         keys = pc.cast(t["id"], pa.string()).combine_chunks()
-        writer = HoodieWriter.create(scratch, table_name="scratch", record_key_fields=["id"], schema=t.schema,
-                                     precombine_field="ts", partition_fields=[])
+        writer = HoodieWriter.create(
+            scratch,
+            table_name="scratch",
+            record_key_fields=["id"],
+            schema=t.schema,
+            precombine_field="ts",
+            partition_fields=[],
+        )
         instant = writer.start().instant
         resettable = _reset_peak()
         rss0 = _self_kb("VmRSS")
-        append_log(scratch, instant, "", "f0-0", instant, writer.avro_schema(), records=t, keys=keys,
-                   new_file_group=True)
+        append_log(
+            scratch, instant, "", "f0-0", instant, writer.avro_schema(), records=t, keys=keys, new_file_group=True
+        )
         peak = (_self_kb("VmHWM") - rss0) if resettable else None
         return {"bucket": t.nbytes, "peak_rss_over_input": peak}
     finally:
@@ -204,14 +235,28 @@ def assign_check(rng, rows):
     try:
         ids = np.arange(rows, dtype=np.int64)
         t = records(ids, 1, rng)
-        t = (t.append_column(SEQ, pa.array(ids)).append_column(KEY, pa.array(ids.astype(str)))
-             .append_column(PARTITION, pa.array([""] * rows)).append_column(DELETE, pa.array(np.zeros(rows, bool)))
-             .append_column(KEY_GROUP, pa.array((ids % 64).astype(np.int32))))
-        context = BatchContext(storage_for(scratch), "20260101000000000", "upsert", "ts",
-                               ("id", "ts", "name", "payload"))
-        assigner = BucketAssigner(context, AssignSpec(committed=frozenset(), global_index=True, event_time=True,
-                                                      small_files={}, new_file_capacity=int(32 * MB / 1040),
-                                                      num_tasks=1, write_plan=WritePlan(1)))
+        t = (
+            t.append_column(SEQ, pa.array(ids))
+            .append_column(KEY, pa.array(ids.astype(str)))
+            .append_column(PARTITION, pa.array([""] * rows))
+            .append_column(DELETE, pa.array(np.zeros(rows, bool)))
+            .append_column(KEY_GROUP, pa.array((ids % 64).astype(np.int32)))
+        )
+        context = BatchContext(
+            storage_for(scratch), "20260101000000000", "upsert", "ts", ("id", "ts", "name", "payload")
+        )
+        assigner = BucketAssigner(
+            context,
+            AssignSpec(
+                committed=frozenset(),
+                global_index=True,
+                event_time=True,
+                small_files={},
+                new_file_capacity=int(32 * MB / 1040),
+                num_tasks=1,
+                write_plan=WritePlan(1),
+            ),
+        )
         # as the sink feeds it: sorted by key group (Spark sorts in the JVM), 10k-row Arrow batches in, output
         # batches passed on one at a time
         batches = t.sort_by([(KEY_GROUP, "ascending")]).to_batches(max_chunksize=10_000)
@@ -253,9 +298,12 @@ def parse_args(argv):
     p.add_argument("--max-file-mb", type=int, default=16, help="write.parquet.max.file.size (MB)")
     p.add_argument("--assign-tasks", type=int, default=None, help="write.bucket_assign.tasks (default: 2)")
     p.add_argument("--option", action="append", default=[], metavar="K=V", help="more sink options")
-    p.add_argument("--no-reuse", action="store_true",
-                   help="spark.python.worker.reuse=false: a fresh worker per task, so RSS is attributed to one "
-                        "stage (the index state cache is then lost between batches)")
+    p.add_argument(
+        "--no-reuse",
+        action="store_true",
+        help="spark.python.worker.reuse=false: a fresh worker per task, so RSS is attributed to one "
+        "stage (the index state cache is then lost between batches)",
+    )
     p.add_argument("--driver-memory", default="4g")
     p.add_argument("--workdir", default=None)
     return p.parse_args(argv)
@@ -268,10 +316,15 @@ def main(argv=None):
     work = args.workdir or tempfile.mkdtemp(prefix="memory-bench-")
     base = os.path.join(work, "hudi")
     rng = np.random.default_rng(11)
-    options = {"hoodie.table.name": "mem", "hoodie.datasource.write.recordkey.field": "id",
-               "hoodie.datasource.write.precombine.field": "ts", "write.task.max.size": "64",
-               "write.batch.size": "16", "write.parquet.max.file.size": str(args.max_file_mb),
-               "compaction.schedule.enabled": "false"}
+    options = {
+        "hoodie.table.name": "mem",
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.precombine.field": "ts",
+        "write.task.max.size": "64",
+        "write.batch.size": "16",
+        "write.parquet.max.file.size": str(args.max_file_mb),
+        "compaction.schedule.enabled": "false",
+    }
     if args.assign_tasks:
         options["write.bucket_assign.tasks"] = str(args.assign_tasks)
     for kv in args.option:
@@ -294,9 +347,11 @@ def main(argv=None):
     rows_out = []
     try:
         plan = [("insert", args.build_rows)] * args.build_batches + [("upsert", args.update_rows)] * args.update_batches
-        print(f"{'batch':>5} {'kind':<7} {'events':>8} {'latency':>8} {'bucket':>6} {'task':>5} {'end':>5} "
-              f"{'peak_buffered':>13} {'peak_real':>10} {'est/real':>8} {'files':>5} {'worker RSS':>10}  "
-              f"RSS by stage: key-by / assign / write")
+        print(
+            f"{'batch':>5} {'kind':<7} {'events':>8} {'latency':>8} {'bucket':>6} {'task':>5} {'end':>5} "
+            f"{'peak_buffered':>13} {'peak_real':>10} {'est/real':>8} {'files':>5} {'worker RSS':>10}  "
+            f"RSS by stage: key-by / assign / write"
+        )
         for batch_id, (kind, n) in enumerate(plan):
             if kind == "insert":
                 ids = np.arange(next_id, next_id + n)
@@ -329,9 +384,11 @@ def main(argv=None):
             ratio = f["peak_buffered"] / f["peak_real"] if f["peak_real"] else float("nan")
             worst = max(worst, abs(ratio - 1))
             rows_out.append((batch_id, kind, n, elapsed, f, ratio, len(r.stats), peak))
-            print(f"{batch_id:>5} {kind:<7} {n:>8,} {elapsed:>7.1f}s {f['bucket']:>6} {f['task']:>5} {f['end']:>5} "
-                  f"{f['peak_buffered'] / MB:>10.1f} MB {f['peak_real'] / MB:>7.1f} MB {ratio:>8.3f} "
-                  f"{len(r.stats):>5} {peak:>7.0f} MB  " + " / ".join(f"{x:.0f}" for x in by_stage) + " MB")
+            print(
+                f"{batch_id:>5} {kind:<7} {n:>8,} {elapsed:>7.1f}s {f['bucket']:>6} {f['task']:>5} {f['end']:>5} "
+                f"{f['peak_buffered'] / MB:>10.1f} MB {f['peak_real'] / MB:>7.1f} MB {ratio:>8.3f} "
+                f"{len(r.stats):>5} {peak:>7.0f} MB  " + " / ".join(f"{x:.0f}" for x in by_stage) + " MB"
+            )
     finally:
         rss.stop()
         sink.close()
@@ -342,40 +399,56 @@ def main(argv=None):
     print("\n== flushes by cause (all batches) ==")
     print("  " + ", ".join(f"{c}: {totals[c]}" for c in totals))
     print("\n== pympler estimate vs real buffered bytes ==")
-    print(f"  sink (write tasks): peak_buffered / peak_real per batch within "
-          f"{min(r[5] for r in rows_out):.3f} .. {max(r[5] for r in rows_out):.3f} "
-          f"(worst deviation {worst * 100:.1f}%, goal <= 25%: {'met' if worst <= 0.25 else 'NOT met'})")
+    print(
+        f"  sink (write tasks): peak_buffered / peak_real per batch within "
+        f"{min(r[5] for r in rows_out):.3f} .. {max(r[5] for r in rows_out):.3f} "
+        f"(worst deviation {worst * 100:.1f}%, goal <= 25%: {'met' if worst <= 0.25 else 'NOT met'})"
+    )
     import multiprocessing
 
     spawn = multiprocessing.get_context("spawn")  # each in-process check in a fresh interpreter: RSS from zero
     for layout in ("random", "runs"):
         with spawn.Pool(1) as pool:
             c = pool.apply(_as_worker, (writer_check, np.random.default_rng(5), layout))
-        print(f"  in-process write buffers ({layout}: {c['rows']:,} rows of 1 KB in 10k-row batches over "
-              f"{c['groups']} buckets; flushes {c['flushes']}):")
-        print(f"    estimate / slices' nbytes worst {c['worst_vs_nbytes']:.3f}; estimate / distinct Arrow buffers "
-              f"pinned worst {c['worst_vs_pinned']:.3f}; largest estimate {c['max_est'] / MB:.1f} MB, largest "
-              f"pinned {c['max_pinned'] / MB:.1f} MB (write.task.max.size 64 MB)")
+        print(
+            f"  in-process write buffers ({layout}: {c['rows']:,} rows of 1 KB in 10k-row batches over "
+            f"{c['groups']} buckets; flushes {c['flushes']}):"
+        )
+        print(
+            f"    estimate / slices' nbytes worst {c['worst_vs_nbytes']:.3f}; estimate / distinct Arrow buffers "
+            f"pinned worst {c['worst_vs_pinned']:.3f}; largest estimate {c['max_est'] / MB:.1f} MB, largest "
+            f"pinned {c['max_pinned'] / MB:.1f} MB (write.task.max.size 64 MB)"
+        )
         if c["peak_rss_over_input"] is not None:
-            print(f"    peak RSS of the writer over its input: {c['peak_rss_over_input'] / MB:.0f} MB "
-                  f"(buffers + flush transients)")
+            print(
+                f"    peak RSS of the writer over its input: {c['peak_rss_over_input'] / MB:.0f} MB "
+                f"(buffers + flush transients)"
+            )
     with spawn.Pool(1) as pool:
         fc = pool.apply(_as_worker, (flush_check, np.random.default_rng(7)))
     if fc["peak_rss_over_input"] is not None:
-        print(f"  in-process flush of one {fc['bucket'] / MB:.0f} MB bucket (append_log: Avro encoding + log block): "
-              f"peak RSS over its input {fc['peak_rss_over_input'] / MB:.0f} MB")
+        print(
+            f"  in-process flush of one {fc['bucket'] / MB:.0f} MB bucket (append_log: Avro encoding + log block): "
+            f"peak RSS over its input {fc['peak_rss_over_input'] / MB:.0f} MB"
+        )
     a_rows = args.build_rows // 2
     with spawn.Pool(1) as pool:
         ac = pool.apply(_as_worker, (assign_check, np.random.default_rng(6), a_rows))
     if ac["peak_rss_over_input"] is not None:
-        print(f"  in-process bucket assign of one task's input ({a_rows:,} new keys, {ac['input'] / MB:.0f} MB): "
-              f"peak RSS over its input {ac['peak_rss_over_input'] / MB:.0f} MB, output {ac['output'] / MB:.0f} MB")
+        print(
+            f"  in-process bucket assign of one task's input ({a_rows:,} new keys, {ac['input'] / MB:.0f} MB): "
+            f"peak RSS over its input {ac['peak_rss_over_input'] / MB:.0f} MB, output {ac['output'] / MB:.0f} MB"
+        )
     print("\n== peak RSS of the Python workers ==")
-    print(f"  sampled every 20 ms: {rss.peak_mb():.0f} MB (one process), {rss.peak_total_mb():.0f} MB (all "
-          f"workers together); kernel high-water mark (VmHWM) {rss.hwm_mb():.0f} MB; "
-          f"{len(rss.peak)} worker processes seen")
-    print("  by stage (max of one worker while the stage ran, all batches): "
-          + ", ".join(f"{k} {v:.0f} MB" for k, v in stage_peaks.items()))
+    print(
+        f"  sampled every 20 ms: {rss.peak_mb():.0f} MB (one process), {rss.peak_total_mb():.0f} MB (all "
+        f"workers together); kernel high-water mark (VmHWM) {rss.hwm_mb():.0f} MB; "
+        f"{len(rss.peak)} worker processes seen"
+    )
+    print(
+        "  by stage (max of one worker while the stage ran, all batches): "
+        + ", ".join(f"{k} {v:.0f} MB" for k, v in stage_peaks.items())
+    )
     top = max(rss.peak_mb(), rss.hwm_mb())
     print(f"  goal < {LIMIT_MB} MB (64 MB task buffer + 200 MB): {'met' if top < LIMIT_MB else 'NOT met'}")
 

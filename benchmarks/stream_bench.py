@@ -56,9 +56,18 @@ import pyarrow.parquet as pq
 
 from common import WorkerRss, spark_session, write_batch
 
-SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("uuid", pa.string()), ("rider", pa.string()),
-                    ("driver", pa.string()), ("fare", pa.float64()), ("city", pa.string()),
-                    ("_hoodie_is_deleted", pa.bool_())])
+SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("ts", pa.int64()),
+        ("uuid", pa.string()),
+        ("rider", pa.string()),
+        ("driver", pa.string()),
+        ("fare", pa.float64()),
+        ("city", pa.string()),
+        ("_hoodie_is_deleted", pa.bool_()),
+    ]
+)
 DDL = "id long, ts long, uuid string, rider string, driver string, fare double, city string, _hoodie_is_deleted boolean"
 CITIES = pa.array(["san_francisco", "sao_paulo", "chennai", "new_york"])
 KEY_GROUPS = 128
@@ -71,16 +80,19 @@ def rows(ids, ts, rng, deleted=False):
     n = len(ids)
     ids = np.asarray(ids, dtype=np.int64)
     u = rng.integers(0, 2**62, n)
-    return pa.table({
-        "id": pa.array(ids),
-        "ts": pa.array(np.full(n, ts, dtype=np.int64)),
-        "uuid": pc.cast(pa.array(u), pa.string()),
-        "rider": pc.binary_join_element_wise("rider-", pc.cast(pa.array(ids % 1000), pa.string()), ""),
-        "driver": pc.binary_join_element_wise("driver-", pc.cast(pa.array(u % 1000), pa.string()), ""),
-        "fare": pa.array(rng.random(n) * 100),
-        "city": pc.take(CITIES, pa.array(ids % len(CITIES))),
-        "_hoodie_is_deleted": pa.array(np.full(n, deleted)),
-    }, schema=SCHEMA)
+    return pa.table(
+        {
+            "id": pa.array(ids),
+            "ts": pa.array(np.full(n, ts, dtype=np.int64)),
+            "uuid": pc.cast(pa.array(u), pa.string()),
+            "rider": pc.binary_join_element_wise("rider-", pc.cast(pa.array(ids % 1000), pa.string()), ""),
+            "driver": pc.binary_join_element_wise("driver-", pc.cast(pa.array(u % 1000), pa.string()), ""),
+            "fare": pa.array(rng.random(n) * 100),
+            "city": pc.take(CITIES, pa.array(ids % len(CITIES))),
+            "_hoodie_is_deleted": pa.array(np.full(n, deleted)),
+        },
+        schema=SCHEMA,
+    )
 
 
 class Workload:
@@ -110,8 +122,9 @@ class Workload:
         upd, dele = picked[:n_upd], picked[n_upd:]
         ins = self._grow(n_ins)
         self.live[dele] = False
-        t = pa.concat_tables([rows(upd, self.ts, self.rng), rows(dele, self.ts, self.rng, deleted=True),
-                              rows(ins, self.ts, self.rng)])
+        t = pa.concat_tables(
+            [rows(upd, self.ts, self.rng), rows(dele, self.ts, self.rng, deleted=True), rows(ins, self.ts, self.rng)]
+        )
         t = t.take(pa.array(self.rng.permutation(n)))
         return t, {"updates": n_upd, "deletes": n_del, "inserts": n_ins}
 
@@ -209,11 +222,14 @@ def delta_merge(path, batch_dir):
     from deltalake import DeltaTable
 
     source = pq.read_table(batch_dir)
-    (DeltaTable(path).merge(source=source, predicate="t.id = s.id", source_alias="s", target_alias="t")
-     .when_matched_delete(predicate="s._hoodie_is_deleted")
-     .when_matched_update_all()
-     .when_not_matched_insert_all(predicate="NOT s._hoodie_is_deleted")
-     .execute())
+    (
+        DeltaTable(path)
+        .merge(source=source, predicate="t.id = s.id", source_alias="s", target_alias="t")
+        .when_matched_delete(predicate="s._hoodie_is_deleted")
+        .when_matched_update_all()
+        .when_not_matched_insert_all(predicate="NOT s._hoodie_is_deleted")
+        .execute()
+    )
 
 
 # -- figures -----------------------------------------------------------------------------------------------
@@ -245,8 +261,10 @@ class Results:
 
 
 def print_size(size, res, batch_rows):
-    print(f"\n== table of {size:,} rows, batches of {batch_rows:,} events ({len(next(iter(res.values()))['lat'])} "
-          f"measured batches) ==")
+    print(
+        f"\n== table of {size:,} rows, batches of {batch_rows:,} events ({len(next(iter(res.values()))['lat'])} "
+        f"measured batches) =="
+    )
     print(f"{'system':<7} {'median':>9} {'p99':>9} {'records/s':>11}   per-batch latencies (s)")
     for system, rec in res.items():
         med, hi = summarize(rec["lat"])
@@ -264,8 +282,10 @@ def print_size(size, res, batch_rows):
         names = STAGES[system] if k == 3 else [f"stage{i}" for i in range(k)]
         parts = [f"{n} {statistics.median([s[i] for s in rec['stages']]):.3f}s" for i, n in enumerate(names)]
         driver = statistics.median([lat - span for lat, span in zip(rec["lat"], rec["span"])])
-        print(f"  {system} median stage walls: " + ", ".join(parts) + f"; driver-side (latency - Spark span) "
-              f"{driver:.3f}s")
+        print(
+            f"  {system} median stage walls: " + ", ".join(parts) + f"; driver-side (latency - Spark span) "
+            f"{driver:.3f}s"
+        )
 
 
 def ratios(res):
@@ -298,12 +318,21 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=1, help="unmeasured batches per size and system")
     p.add_argument("--build-chunk", type=int, default=1_000_000, help="rows per insert batch while building")
     p.add_argument("--systems", default="sink,floor,delta,sink_c")
-    p.add_argument("--trigger", type=float, default=2.0,
-                   help="sink_c: seconds from one measured batch's start to the next (0: back to back)")
+    p.add_argument(
+        "--trigger",
+        type=float,
+        default=2.0,
+        help="sink_c: seconds from one measured batch's start to the next (0: back to back)",
+    )
     p.add_argument("--compaction", action="store_true", help="let the sink schedule + run async compaction")
     p.add_argument("--option", action="append", default=[], metavar="K=V", help="more sink options")
-    p.add_argument("--profile", type=int, default=0, metavar="N",
-                   help="after the measurements, cProfile the sink's mapInArrow functions over N more batches")
+    p.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the measurements, cProfile the sink's mapInArrow functions over N more batches",
+    )
     p.add_argument("--verify", action="store_true", help="check the row count of both tables at the end")
     p.add_argument("--quick", action="store_true", help="200k and 1M rows, 4 batches (under ~3 minutes)")
     p.add_argument("--driver-memory", default="4g")
@@ -327,14 +356,19 @@ def main(argv=None):
     systems = args.systems
     if "delta" in systems:
         from deltalake import write_deltalake
-    print(f"stream_bench: local[2], {os.cpu_count()} cores; sizes {args.sizes}; {args.batches} batches of "
-          f"{args.batch_rows:,} events (+{args.warmup} warm-up) per size; systems {systems}; work dir {work}")
+    print(
+        f"stream_bench: local[2], {os.cpu_count()} cores; sizes {args.sizes}; {args.batches} batches of "
+        f"{args.batch_rows:,} events (+{args.warmup} warm-up) per size; systems {systems}; work dir {work}"
+    )
     t_start = time.perf_counter()
     spark = spark_session(args.driver_memory)
     rss = WorkerRss()
     rss.start()
-    options = {"hoodie.table.name": "bench", "hoodie.datasource.write.recordkey.field": "id",
-               "hoodie.datasource.write.precombine.field": "ts"}
+    options = {
+        "hoodie.table.name": "bench",
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.precombine.field": "ts",
+    }
     if not args.compaction:
         options["compaction.schedule.enabled"] = "false"
     options.update(kv.split("=", 1) for kv in args.option)
@@ -376,8 +410,7 @@ def main(argv=None):
                         batch_id += 1
                         r = sink.last_result
                         if r.num_writes != mix["updates"] + mix["inserts"] or r.num_deletes != mix["deletes"]:
-                            print(f"  WARNING: sink wrote {r.num_writes} records and {r.num_deletes} deletes for "
-                                  f"{mix}")
+                            print(f"  WARNING: sink wrote {r.num_writes} records and {r.num_deletes} deletes for {mix}")
                     elif system == "floor":
                         el, stages, span = timed(lambda: floor(read(spark, d)))
                     elif system == "delta":
@@ -390,8 +423,10 @@ def main(argv=None):
                         results.add(size, system, el, stages, span)
             if set(systems) - {SINK_C}:
                 print_size(size, results.by_size[size], args.batch_rows)
-            print(f"  python workers: peak RSS {rss.peak_mb():.0f} MB (one process), "
-                  f"{rss.peak_total_mb():.0f} MB (all together) so far")
+            print(
+                f"  python workers: peak RSS {rss.peak_mb():.0f} MB (one process), "
+                f"{rss.peak_total_mb():.0f} MB (all together) so far"
+            )
         if args.profile and "sink" in systems:
             spark.conf.set("spark.sql.pyspark.udf.profiler", "perf")
             for _ in range(args.profile):
@@ -405,11 +440,15 @@ def main(argv=None):
             spark.conf.unset("spark.sql.pyspark.udf.profiler")
             print_profile(spark)
         if SINK_C in systems:
-            replay_with_compaction(spark, timed, results, history, os.path.join(work, "hudi_c"), options,
-                                   args.batch_rows, args.trigger)
+            replay_with_compaction(
+                spark, timed, results, history, os.path.join(work, "hudi_c"), options, args.batch_rows, args.trigger
+            )
         if args.verify:
-            verify(hudi_path if "sink" in systems else None, delta_path if "delta" in systems else None,
-                   work_load.live_rows)
+            verify(
+                hudi_path if "sink" in systems else None,
+                delta_path if "delta" in systems else None,
+                work_load.live_rows,
+            )
     finally:
         for _size, d, _measured, _mix in history:
             shutil.rmtree(d, ignore_errors=True)
@@ -429,15 +468,19 @@ def main(argv=None):
         for size in args.sizes:
             with_c, without = p99(results.by_size[size][SINK_C]["lat"]), p99(results.by_size[size]["sink"]["lat"])
             verdict = "met" if with_c <= 1.5 * without else "NOT met"
-            print(f"  {size:>11,} rows: sink p99 with async compaction / without = {with_c:.3f}s / {without:.3f}s "
-                  f"= {with_c / without:.2f}  (goal <= 1.5: {verdict})")
+            print(
+                f"  {size:>11,} rows: sink p99 with async compaction / without = {with_c:.3f}s / {without:.3f}s "
+                f"= {with_c / without:.2f}  (goal <= 1.5: {verdict})"
+            )
     if len(args.sizes) > 1 and "sink" in systems:
         first, last = args.sizes[0], args.sizes[-1]
         for system in systems:
             a = statistics.median(results.by_size[first][system]["lat"])
             b = statistics.median(results.by_size[last][system]["lat"])
-            print(f"  {system}: median latency {a:.3f}s at {first:,} rows -> {b:.3f}s at {last:,} rows "
-                  f"(x{b / a:.2f} for x{last / first:.1f} the rows)")
+            print(
+                f"  {system}: median latency {a:.3f}s at {first:,} rows -> {b:.3f}s at {last:,} rows "
+                f"(x{b / a:.2f} for x{last / first:.1f} the rows)"
+            )
     print(f"  python workers: peak RSS {rss.peak_mb():.0f} MB (one process), {rss.peak_total_mb():.0f} MB (all)")
     print(f"  total run time {time.perf_counter() - t_start:.0f}s")
     return results
@@ -453,8 +496,10 @@ def replay_with_compaction(spark, timed, results, history, path, options, batch_
 
     opts = {k: v for k, v in options.items() if not k.startswith("compaction.")}
     sink_c = HoodieStreamSink(path, opts)
-    print(f"\n== {SINK_C}: the same {len(history)} batches into a second table, async compaction on, measured "
-          f"batches started every {trigger:g}s ==")
+    print(
+        f"\n== {SINK_C}: the same {len(history)} batches into a second table, async compaction on, measured "
+        f"batches started every {trigger:g}s =="
+    )
     try:
         current = None
         next_start = time.monotonic()
@@ -475,8 +520,10 @@ def replay_with_compaction(spark, timed, results, history, path, options, batch_
         from hoodie_stream.compaction.plan import pending_plans
         from hoodie_stream.format.timeline import Timeline
 
-        print(f"  compactions completed while {SINK_C} ran: {len(services.completed)}; plans still pending at the "
-              f"end: {len(pending_plans(Timeline(path)))}; errors: {len(services.errors)}")
+        print(
+            f"  compactions completed while {SINK_C} ran: {len(services.completed)}; plans still pending at the "
+            f"end: {len(pending_plans(Timeline(path)))}; errors: {len(services.errors)}"
+        )
     finally:
         sink_c.close(wait=False)
 

@@ -16,8 +16,13 @@ def main(argv=None):
     compact.add_argument("--schedule", action="store_true", help="write a compaction plan now")
     compact.add_argument("--run", action="store_true", help="execute and commit every pending plan")
     compact.add_argument("--clean", action="store_true", help="run the cleaner after compacting")
-    compact.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                         help="compaction/clean option, e.g. compaction.max_memory=200 (repeatable)")
+    compact.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="compaction/clean option, e.g. compaction.max_memory=200 (repeatable)",
+    )
     args = parser.parse_args(argv)
     if args.command == "demo":
         from .demo import run_demo

@@ -24,9 +24,18 @@ def _generate(source, batches, per_batch, seed=1):
         lines = []
         for _ in range(per_batch):
             key = rng.randrange(per_batch * 2)
-            lines.append(json.dumps({"id": key, "city": rng.choice(CITIES), "ts": b * 1000 + rng.randrange(1000),
-                                     "fare": round(rng.random() * 100, 2),
-                                     "_hoodie_is_deleted": b > 0 and rng.random() < 0.05}) + "\n")
+            lines.append(
+                json.dumps(
+                    {
+                        "id": key,
+                        "city": rng.choice(CITIES),
+                        "ts": b * 1000 + rng.randrange(1000),
+                        "fare": round(rng.random() * 100, 2),
+                        "_hoodie_is_deleted": b > 0 and rng.random() < 0.05,
+                    }
+                )
+                + "\n"
+            )
         files.write(name, "".join(lines).encode("utf-8"))
         # the file source takes files in modification-time order: one micro-batch per file, in order
         os.utime(files.local_file(name), (1_700_000_000 + b, 1_700_000_000 + b))
@@ -42,17 +51,23 @@ def run_demo(path=None, batches=5, per_batch=2000):
     spark = local_session_builder("local[2]", "hoodie-stream-demo").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        sink = HoodieStreamSink(table_path, {
-            "hoodie.table.name": "orders",
-            "hoodie.datasource.write.recordkey.field": "id",
-            "hoodie.datasource.write.precombine.field": "ts",
-            "hoodie.datasource.write.partitionpath.field": "city",
-            "hoodie.datasource.write.hive_style_partitioning": "true",
-        })
+        sink = HoodieStreamSink(
+            table_path,
+            {
+                "hoodie.table.name": "orders",
+                "hoodie.datasource.write.recordkey.field": "id",
+                "hoodie.datasource.write.precombine.field": "ts",
+                "hoodie.datasource.write.partitionpath.field": "city",
+                "hoodie.datasource.write.hive_style_partitioning": "true",
+            },
+        )
         stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(source)
-        query = (stream.writeStream.foreachBatch(sink)
-                 .option("checkpointLocation", os.path.join(work, "checkpoint"))
-                 .trigger(availableNow=True).start())
+        query = (
+            stream.writeStream.foreachBatch(sink)
+            .option("checkpointLocation", os.path.join(work, "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination()
         sink.close()  # lets a running compaction step finish before Spark stops
     finally:

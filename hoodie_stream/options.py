@@ -155,8 +155,12 @@ class CompactionOptions:
     max_memory_bytes: int = option("compaction.max_memory", "100", megabytes(integer()), "MB per compaction task")
     tasks: int | None = option("compaction.tasks", None, integer())
     max_pending: int = option("hoodie.stream.compaction.max.pending", "4", integer())
-    nice: int = option("hoodie.stream.compaction.nice", "10", integer(0, 19),
-                       "CPU niceness added to async compaction's merging threads")
+    nice: int = option(
+        "hoodie.stream.compaction.nice",
+        "10",
+        integer(0, 19),
+        "CPU niceness added to async compaction's merging threads",
+    )
     clean_async: bool = option("clean.async.enabled", "true", boolean)
     clean_policy: str = option("clean.policy", "KEEP_LATEST_COMMITS", one_of(CLEAN_POLICIES, str.upper))
     retain_commits: int = option("clean.retain_commits", "30", integer())
@@ -170,8 +174,9 @@ class SinkOptions:
 
     raw: Mapping[str, str] = field(default_factory=dict)  # the options as given (shortcuts as their keys)
     table_name: str = option("hoodie.table.name", None, text, "default: the last segment of the table path")
-    table_type: str = option("hoodie.datasource.write.table.type", "MERGE_ON_READ",
-                             one_of(("MERGE_ON_READ",), str.upper))
+    table_type: str = option(
+        "hoodie.datasource.write.table.type", "MERGE_ON_READ", one_of(("MERGE_ON_READ",), str.upper)
+    )
     record_key_fields: list[str] = option("hoodie.datasource.write.recordkey.field", "", names, "required")
     precombine_field: str | None = option("hoodie.datasource.write.precombine.field", None, text)
     partition_fields: list[str] = option("hoodie.datasource.write.partitionpath.field", "", names)
@@ -180,15 +185,19 @@ class SinkOptions:
     keygen_class: str | None = option("hoodie.datasource.write.keygenerator.class", None, text)
     keygen_type: str | None = option("hoodie.datasource.write.keygenerator.type", None, text)
     consistent_logical_timestamp: bool = option(
-        "hoodie.datasource.write.keygenerator.consistent.logical.timestamp.enabled", "false", boolean)
+        "hoodie.datasource.write.keygenerator.consistent.logical.timestamp.enabled", "false", boolean
+    )
     payload_class: str | None = option("hoodie.datasource.write.payload.class", None, text)
     operation: str = option("hoodie.datasource.write.operation", "upsert", one_of(OPERATIONS, str.lower))
-    checkpoint_identifier: str = option("hoodie.datasource.write.streaming.checkpoint.identifier",
-                                        "default_single_writer", text)
-    populate_meta_fields: bool = option("hoodie.populate.meta.fields", "true",
-                                        only(True, "the sink writes meta fields"))
-    metadata_enabled: bool = option("hoodie.metadata.enable", "false",
-                                    only(False, "the sink does not write a metadata table (readers list files)"))
+    checkpoint_identifier: str = option(
+        "hoodie.datasource.write.streaming.checkpoint.identifier", "default_single_writer", text
+    )
+    populate_meta_fields: bool = option(
+        "hoodie.populate.meta.fields", "true", only(True, "the sink writes meta fields")
+    )
+    metadata_enabled: bool = option(
+        "hoodie.metadata.enable", "false", only(False, "the sink does not write a metadata table (readers list files)")
+    )
     parquet_max_file_size: int = option("hoodie.parquet.max.file.size", str(120 * MB), integer())
     log_to_parquet_ratio: float = option("hoodie.logfile.to.parquet.compression.ratio", "0.35", number)
     record_size_estimate: int = option("hoodie.copyonwrite.record.size.estimate", "1024", integer())
@@ -198,13 +207,17 @@ class SinkOptions:
     task_max_size_bytes: int = option("write.task.max.size", "1024", megabytes(number), "MB per write task")
     write_tasks: int | None = option("write.tasks", None, integer())
     bucket_assign_tasks: int | None = option("write.bucket_assign.tasks", None, integer())
-    write_max_file_size: int | None = option("write.parquet.max.file.size", None, megabytes(integer()),
-                                             "MB; overrides hoodie.parquet.max.file.size when given")
+    write_max_file_size: int | None = option(
+        "write.parquet.max.file.size",
+        None,
+        megabytes(integer()),
+        "MB; overrides hoodie.parquet.max.file.size when given",
+    )
     # hoodie-stream's own
-    key_groups: int = option("hoodie.stream.index.key.groups", "128", integer(1, 32768),
-                             "up to Flink's largest max parallelism, 2^15")
-    release_memory: bool = option("hoodie.stream.worker.memory.release", "true", boolean,
-                                  "see chain/worker_memory.py")
+    key_groups: int = option(
+        "hoodie.stream.index.key.groups", "128", integer(1, 32768), "up to Flink's largest max parallelism, 2^15"
+    )
+    release_memory: bool = option("hoodie.stream.worker.memory.release", "true", boolean, "see chain/worker_memory.py")
     compaction: CompactionOptions = field(default_factory=CompactionOptions)
 
     @property

@@ -35,8 +35,14 @@ class RecordingStorage(Storage):
         return (type(self), (self.name, self.backing_dir, self.log_path, self.prefix))
 
     def _record(self, op, path):
-        line = json.dumps({"op": op, "path": path, "pid": os.getpid(), "worker": "pyspark" in sys.modules
-                           and os.environ.get("PYSPARK_PYTHON") is not None and _in_task()})
+        line = json.dumps(
+            {
+                "op": op,
+                "path": path,
+                "pid": os.getpid(),
+                "worker": "pyspark" in sys.modules and os.environ.get("PYSPARK_PYTHON") is not None and _in_task(),
+            }
+        )
         fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, (line + "\n").encode())
@@ -70,7 +76,7 @@ class RecordingStorage(Storage):
         for info in self._local.list(hidden, recursive):
             shown = _shown(info.path)
             if self.prefix:
-                shown = shown[len(self.prefix) + 1:]
+                shown = shown[len(self.prefix) + 1 :]
             out.append(type(info)(shown, info.size, info.mtime))
         return sorted(out, key=lambda f: f.path)
 
@@ -90,8 +96,9 @@ class RecordingStorage(Storage):
 
     def child(self, path):
         path = check_relative(path)
-        return RecordingStorage(self.name, self.backing_dir, self.log_path,
-                                f"{self.prefix}/{path}" if self.prefix else path)
+        return RecordingStorage(
+            self.name, self.backing_dir, self.log_path, f"{self.prefix}/{path}" if self.prefix else path
+        )
 
     def unhidden_copy(self, dest):
         """Copy the objects to a local directory under their real names (for readers that take a local path)."""

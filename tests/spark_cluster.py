@@ -117,8 +117,15 @@ class StandaloneCluster:
     def client_env(self):
         """Environment for a driver process of this cluster (same Spark, loopback, Python workers = `python`)."""
         env = dict(os.environ)
-        env.update({"SPARK_HOME": spark_home(), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "127.0.0.1",
-                    "PYSPARK_PYTHON": self.python, "PYSPARK_DRIVER_PYTHON": self.python})
+        env.update(
+            {
+                "SPARK_HOME": spark_home(),
+                "SPARK_LOCAL_IP": "127.0.0.1",
+                "SPARK_LOCAL_HOSTNAME": "127.0.0.1",
+                "PYSPARK_PYTHON": self.python,
+                "PYSPARK_DRIVER_PYTHON": self.python,
+            }
+        )
         return env
 
     def env(self, work_dir):
@@ -126,19 +133,21 @@ class StandaloneCluster:
         env = dict(os.environ)
         conf_dir = os.path.join(self.root, "conf")  # empty: no spark-env.sh, defaults only
         os.makedirs(conf_dir, exist_ok=True)
-        env.update({
-            "SPARK_HOME": spark_home(),
-            "SPARK_CONF_DIR": conf_dir,
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            "SPARK_LOCAL_HOSTNAME": "127.0.0.1",
-            "SPARK_LOG_DIR": self.log_dir,
-            "SPARK_WORKER_DIR": work_dir,
-            "SPARK_DAEMON_MEMORY": "512m",
-            # master and workers only (not the executors): a JVM tuned for start-up
-            "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-            "PYSPARK_PYTHON": self.python,
-            "PYSPARK_DRIVER_PYTHON": self.python,
-        })
+        env.update(
+            {
+                "SPARK_HOME": spark_home(),
+                "SPARK_CONF_DIR": conf_dir,
+                "SPARK_LOCAL_IP": "127.0.0.1",
+                "SPARK_LOCAL_HOSTNAME": "127.0.0.1",
+                "SPARK_LOG_DIR": self.log_dir,
+                "SPARK_WORKER_DIR": work_dir,
+                "SPARK_DAEMON_MEMORY": "512m",
+                # master and workers only (not the executors): a JVM tuned for start-up
+                "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+                "PYSPARK_PYTHON": self.python,
+                "PYSPARK_DRIVER_PYTHON": self.python,
+            }
+        )
         return env
 
     def _launch(self, name, args, work_dir):
@@ -146,29 +155,55 @@ class StandaloneCluster:
         os.makedirs(work_dir, exist_ok=True)
         log = os.path.join(self.log_dir, name + ".out")
         with open(log, "wb") as out:
-            proc = subprocess.Popen(["bash", spark_class(), *args], env=self.env(work_dir), cwd=work_dir,
-                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                ["bash", spark_class(), *args],
+                env=self.env(work_dir),
+                cwd=work_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         proc.log = log
         return proc
 
     def start(self):
         if java_executable() is None:
-            raise ClusterError("no Java: spark-class needs `java` on PATH or JAVA_HOME (Java 17+) to start a "
-                               "Spark standalone cluster")
+            raise ClusterError(
+                "no Java: spark-class needs `java` on PATH or JAVA_HOME (Java 17+) to start a Spark standalone cluster"
+            )
         deadline = time.monotonic() + self.start_timeout
         port, ui = free_port(), free_port()
-        self.master = self._launch("master", [MASTER, "--host", "127.0.0.1", "--port", str(port),
-                                              "--webui-port", str(ui)], os.path.join(self.root, "master"))
+        self.master = self._launch(
+            "master",
+            [MASTER, "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)],
+            os.path.join(self.root, "master"),
+        )
         # Spark moves to the next port when one is taken: the log says where the master really listens
         self.master_url = self._wait_log(self.master, r"Starting Spark master at (spark://\S+)", deadline)
         self.master_ui = self._wait_log(self.master, r"(?:MasterWebUI|started at) .*?(http://\S+)", deadline)
         for i in range(self.n_workers):
             work_dir = os.path.join(self.root, f"worker-{i}")
-            self.workers.append(self._launch(
-                f"worker-{i}", [WORKER, self.master_url, "--cores", str(self.cores), "--memory", self.memory,
-                                "--host", "127.0.0.1", "--webui-port", str(free_port()), "--work-dir", work_dir],
-                work_dir))
+            self.workers.append(
+                self._launch(
+                    f"worker-{i}",
+                    [
+                        WORKER,
+                        self.master_url,
+                        "--cores",
+                        str(self.cores),
+                        "--memory",
+                        self.memory,
+                        "--host",
+                        "127.0.0.1",
+                        "--webui-port",
+                        str(free_port()),
+                        "--work-dir",
+                        work_dir,
+                    ],
+                    work_dir,
+                )
+            )
         while True:
             state = self.state()
             alive = [w for w in (state or {}).get("workers", []) if w.get("state") == "ALIVE"]
@@ -211,8 +246,10 @@ class StandaloneCluster:
     def _check_running(self, deadline, waiting_for):
         for p in [self.master, *self.workers]:
             if p.poll() is not None:
-                raise ClusterError(f"{os.path.basename(p.log)} exited with {p.returncode} while waiting for "
-                                   f"{waiting_for}\n{self.logs()}")
+                raise ClusterError(
+                    f"{os.path.basename(p.log)} exited with {p.returncode} while waiting for "
+                    f"{waiting_for}\n{self.logs()}"
+                )
         if time.monotonic() > deadline:
             raise ClusterError(f"timed out after {self.start_timeout}s waiting for {waiting_for}\n{self.logs()}")
 

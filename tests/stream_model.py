@@ -42,11 +42,18 @@ def generate_batches(n_batches, seed=0, keys_per_batch=40, key_space=120, monoto
             ts = b * 100 + rng.randrange(0, 50) if monotonic else b * 10 + rng.randrange(-15, 10)
             city = CITIES[(key + (b // 4 if rng.random() < 0.15 else 0)) % len(CITIES)]
             deleted = kind < 0.12
-            events.append({"id": key, "city": city, "ts": ts, "v": f"b{b}-{rng.randrange(1000)}",
-                           "_hoodie_is_deleted": deleted})
+            events.append(
+                {"id": key, "city": city, "ts": ts, "v": f"b{b}-{rng.randrange(1000)}", "_hoodie_is_deleted": deleted}
+            )
             if rng.random() < 0.15:  # a duplicate of the key inside the batch
-                events.append(dict(events[-1], ts=ts + rng.choice([-1, 0, 1]), v=f"b{b}-dup{rng.randrange(1000)}",
-                                   _hoodie_is_deleted=False))
+                events.append(
+                    dict(
+                        events[-1],
+                        ts=ts + rng.choice([-1, 0, 1]),
+                        v=f"b{b}-dup{rng.randrange(1000)}",
+                        _hoodie_is_deleted=False,
+                    )
+                )
         batches.append(events)
     return batches
 

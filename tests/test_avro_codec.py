@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import LOG_FILES
+from hoodie_stream.errors import HoodieFormatError
 from hoodie_stream.format.avro_conform import conform_table
 from hoodie_stream.format.avro_decoder import decode_records
 from hoodie_stream.format.avro_encoder import encode_records
 from hoodie_stream.format.avro_schema import arrow_to_avro_schema, avro_to_arrow_schema, with_meta_fields
-from hoodie_stream.errors import HoodieFormatError
 
 # ---------------------------------------------------------------- helpers
 
@@ -64,17 +64,17 @@ def as_micros(table):
     for i, field in enumerate(table.schema):
         if pa.types.is_timestamp(field.type) and field.type.unit == "ns":
             raw = table.column(i).cast(pa.int64())
-            micros = pa.array(np.floor_divide(raw.fill_null(0).to_numpy(zero_copy_only=False), 1000),
-                              mask=raw.is_null().to_numpy(zero_copy_only=False))
+            micros = pa.array(
+                np.floor_divide(raw.fill_null(0).to_numpy(zero_copy_only=False), 1000),
+                mask=raw.is_null().to_numpy(zero_copy_only=False),
+            )
             table = table.set_column(i, field.name, micros.cast(pa.timestamp("us", field.type.tz)))
     return table
 
 
 def fastavro_decode(buffer, offsets, schema, arrow_schema):
     parsed = fastavro.parse_schema(schema)
-    rows = [
-        fastavro.schemaless_reader(io.BytesIO(buffer[a:b]), parsed) for a, b in zip(offsets[:-1], offsets[1:])
-    ]
+    rows = [fastavro.schemaless_reader(io.BytesIO(buffer[a:b]), parsed) for a, b in zip(offsets[:-1], offsets[1:])]
     return pa.Table.from_pylist(rows, schema=arrow_schema)
 
 
@@ -127,8 +127,9 @@ def _values(t):
     """Strategy of Python values (non-null) for Arrow type t."""
     if t in INT_RANGES:
         lo, hi = INT_RANGES[t]
-        return st.one_of(st.sampled_from([lo, hi, 0, -1, 1, 63, 64, -65]).filter(lambda v: lo <= v <= hi),
-                         st.integers(lo, hi))
+        return st.one_of(
+            st.sampled_from([lo, hi, 0, -1, 1, 63, 64, -65]).filter(lambda v: lo <= v <= hi), st.integers(lo, hi)
+        )
     if t == pa.bool_():
         return st.booleans()
     if t == pa.float32():
@@ -151,9 +152,7 @@ def _values(t):
     if pa.types.is_struct(t):
         return st.fixed_dictionaries({f.name: _nullable(f.type) for f in t})
     if pa.types.is_map(t):
-        return st.dictionaries(st.text(max_size=5), _nullable(t.item_type), max_size=4).map(
-            lambda d: list(d.items())
-        )
+        return st.dictionaries(st.text(max_size=5), _nullable(t.item_type), max_size=4).map(lambda d: list(d.items()))
     if pa.types.is_list(t):
         return st.lists(_nullable(t.value_type), max_size=4)
     raise AssertionError(t)
@@ -176,8 +175,13 @@ LEAF_TYPES = [
     pa.decimal128(1, 1),
 ]
 NESTED_TYPES = [
-    pa.struct([("field1", pa.string()), ("field2", pa.int32()),
-               ("child", pa.struct([("c1", pa.float64()), ("c2", pa.bool_())]))]),
+    pa.struct(
+        [
+            ("field1", pa.string()),
+            ("field2", pa.int32()),
+            ("child", pa.struct([("c1", pa.float64()), ("c2", pa.bool_())])),
+        ]
+    ),
     pa.list_(pa.field("element", pa.struct([("f1", pa.string()), ("f2", pa.int32())]))),
     pa.list_(pa.field("element", pa.int64())),
     pa.list_(pa.field("element", pa.list_(pa.field("element", pa.string())))),
@@ -192,8 +196,11 @@ TIMESTAMP_TYPES = [pa.timestamp(u, tz) for u in ("s", "ms", "us", "ns") for tz i
 def tables(draw):
     n_cols = draw(st.integers(1, 6))
     types = draw(
-        st.lists(st.one_of(st.sampled_from(LEAF_TYPES + NESTED_TYPES + TIMESTAMP_TYPES), _decimal_type()),
-                 min_size=n_cols, max_size=n_cols)
+        st.lists(
+            st.one_of(st.sampled_from(LEAF_TYPES + NESTED_TYPES + TIMESTAMP_TYPES), _decimal_type()),
+            min_size=n_cols,
+            max_size=n_cols,
+        )
     )
     n_rows = draw(st.integers(0, 12))
     columns = {}
@@ -227,9 +234,16 @@ def test_extremes_and_special_values():
             "f": pa.array([float("nan"), float("inf"), -float("inf"), -0.0, None], pa.float32()),
             "d": pa.array([float("nan"), 1e308, -5e-324, None, 0.1], pa.float64()),
             "s": pa.array(["", "日本語", "a" * 300, None, "\x00"]),
-            "dec": pa.array([decimal.Decimal("-128"), decimal.Decimal("127"), decimal.Decimal("-1"),
-                             decimal.Decimal("-99999999999999999999999999999999999999"), None],
-                            pa.decimal128(38, 0)),
+            "dec": pa.array(
+                [
+                    decimal.Decimal("-128"),
+                    decimal.Decimal("127"),
+                    decimal.Decimal("-1"),
+                    decimal.Decimal("-99999999999999999999999999999999999999"),
+                    None,
+                ],
+                pa.decimal128(38, 0),
+            ),
         }
     )
     check_table(table)
@@ -241,8 +255,7 @@ def test_bytes_decimal_and_enum_and_non_nullable():
         "name": "r",
         "fields": [
             {"name": "k", "type": "string"},
-            {"name": "bd", "type": ["null", {"type": "bytes", "logicalType": "decimal", "precision": 20,
-                                               "scale": 2}]},
+            {"name": "bd", "type": ["null", {"type": "bytes", "logicalType": "decimal", "precision": 20, "scale": 2}]},
             {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B", "C"]}},
             {"name": "rev", "type": ["string", "null"]},
             {"name": "fx", "type": {"type": "fixed", "name": "F", "size": 3}},
@@ -291,13 +304,26 @@ def test_meta_fields_schema_and_empty_table():
 
 def test_schema_evolution_reader_schema():
     writer = arrow_to_avro_schema(
-        pa.schema([("id", pa.int32()), ("gone", pa.string()),
-                   ("st", pa.struct([("a", pa.int32()), ("old", pa.string())]))]), "r", "n")
+        pa.schema(
+            [("id", pa.int32()), ("gone", pa.string()), ("st", pa.struct([("a", pa.int32()), ("old", pa.string())]))]
+        ),
+        "r",
+        "n",
+    )
     reader = arrow_to_avro_schema(
-        pa.schema([("id", pa.int64()), ("st", pa.struct([("a", pa.int64()), ("new", pa.float64())])),
-                   ("added", pa.string())]), "r", "n")
-    table = pa.table({"id": pa.array([1, None], pa.int32()), "gone": ["x", "y"],
-                      "st": pa.array([{"a": 5, "old": "o"}, None], pa.struct([("a", pa.int32()), ("old", pa.string())]))})
+        pa.schema(
+            [("id", pa.int64()), ("st", pa.struct([("a", pa.int64()), ("new", pa.float64())])), ("added", pa.string())]
+        ),
+        "r",
+        "n",
+    )
+    table = pa.table(
+        {
+            "id": pa.array([1, None], pa.int32()),
+            "gone": ["x", "y"],
+            "st": pa.array([{"a": 5, "old": "o"}, None], pa.struct([("a", pa.int32()), ("old", pa.string())])),
+        }
+    )
     buffer, offsets = encode_records(table, writer)
     decoded = decode_records(buffer, offsets, writer, reader_schema=reader)
     assert decoded.schema.equals(avro_to_arrow_schema(reader))
@@ -307,7 +333,9 @@ def test_schema_evolution_reader_schema():
     ]
     target = pa.schema([("st", pa.struct([("old", pa.string())])), ("id", pa.int64())])
     assert decode_records(buffer, offsets, writer, arrow_schema=target).to_pylist() == [
-        {"st": {"old": "o"}, "id": 1}, {"st": None, "id": None}]
+        {"st": {"old": "o"}, "id": 1},
+        {"st": None, "id": None},
+    ]
 
 
 def test_multi_branch_union_falls_back_to_fastavro():
@@ -329,8 +357,14 @@ def test_corrupt_buffer_is_reported():
 
 
 def test_multi_block_and_negative_count_arrays_decode():
-    schema = {"type": "record", "name": "r", "fields": [{"name": "a", "type": {"type": "array", "items": "long"}},
-                                                      {"name": "m", "type": {"type": "map", "values": "int"}}]}
+    schema = {
+        "type": "record",
+        "name": "r",
+        "fields": [
+            {"name": "a", "type": {"type": "array", "items": "long"}},
+            {"name": "m", "type": {"type": "map", "values": "int"}},
+        ],
+    }
     # a = [1, 2, 3] as blocks [1, 2] and (-1 items, 1 byte) [3]; m = {"k": 7}
     rec = bytes([4, 2, 4, 1, 2, 6, 0, 2, 2]) + b"k" + bytes([14, 0])
     decoded = decode_records(rec + rec, np.array([0, len(rec), 2 * len(rec)]), schema)
@@ -381,8 +415,11 @@ def test_real_log_block_records_decode_like_fastavro():
 
 def test_real_log_block_read_with_evolved_reader_schema():
     schema, buffer, offsets = _avro_block()
-    reader = dict(schema, fields=[f for f in schema["fields"] if f["name"] != "rider"]
-                  + [{"name": "tip", "type": ["null", "double"], "default": None}])
+    reader = dict(
+        schema,
+        fields=[f for f in schema["fields"] if f["name"] != "rider"]
+        + [{"name": "tip", "type": ["null", "double"], "default": None}],
+    )
     decoded = decode_records(buffer, offsets, schema, reader_schema=reader)
     assert "rider" not in decoded.column_names
     assert decoded.column("tip").null_count == decoded.num_rows
@@ -390,10 +427,12 @@ def test_real_log_block_read_with_evolved_reader_schema():
 
 
 def test_dates_and_timestamps_match_fastavro_values():
-    table = pa.table({
-        "d": pa.array([datetime.date(1, 1, 1), datetime.date(9999, 12, 31), None], pa.date32()),
-        "t": pa.array([-1, 1, None], pa.timestamp("ns")),
-    })
+    table = pa.table(
+        {
+            "d": pa.array([datetime.date(1, 1, 1), datetime.date(9999, 12, 31), None], pa.date32()),
+            "t": pa.array([-1, 1, None], pa.timestamp("ns")),
+        }
+    )
     buffer, offsets = check_table(table)
     decoded = decode_records(buffer, offsets, arrow_to_avro_schema(table.schema, "r", "n"))
     assert decoded.column("t").type == pa.timestamp("us", tz="UTC")
@@ -404,7 +443,8 @@ def test_null_parents_backed_by_child_values():
     """Struct nulls over valid child values and null lists over non-empty ranges write nothing inside."""
     child = pa.array([1, 2, 3], pa.int32())
     struct_arr = pa.StructArray.from_arrays([child], names=["x"], mask=pa.array([False, True, False]))
-    lists = pa.ListArray.from_arrays(pa.array([0, 2, 4, 5], pa.int32()), pa.array([1, 2, 3, 4, 5], pa.int64()),
-                                     mask=pa.array([False, True, False]))
+    lists = pa.ListArray.from_arrays(
+        pa.array([0, 2, 4, 5], pa.int32()), pa.array([1, 2, 3, 4, 5], pa.int64()), mask=pa.array([False, True, False])
+    )
     check_table(pa.table({"s": struct_arr, "l": lists}))
     check_table(pa.table({"s": struct_arr, "l": lists}).slice(1))

@@ -8,10 +8,16 @@ import fastavro
 import pytest
 
 from conftest import LOG_FILES, v6_table_zips
-from hoodie_stream.format import avro_models
-from hoodie_stream.format.avro_models import (SCHEMAS, container_schema, container_sync, read_container, schema,
-                                              write_container)
 from hoodie_stream.errors import HoodieFormatError
+from hoodie_stream.format import avro_models
+from hoodie_stream.format.avro_models import (
+    SCHEMAS,
+    container_schema,
+    container_sync,
+    read_container,
+    schema,
+    write_container,
+)
 
 V6 = [p.stem for p in v6_table_zips()]
 
@@ -44,33 +50,81 @@ def test_fixture_rollback_values(fixture_table):
 
 def _records(name):
     return {
-        "HoodieCompactionPlan": {"operations": [{"baseInstantTime": "1", "deltaFilePaths": [".f_1.log.1_0-0-0"],
-                                                 "dataFilePath": None, "fileId": "f", "partitionPath": "p",
-                                                 "metrics": {"TOTAL_LOG_FILES": 1.0}}],
-                                 "extraMetadata": {}, "version": 2},
-        "HoodieCleanerPlan": {"earliestInstantToRetain": {"timestamp": "1", "action": "commit", "state": "COMPLETED"},
-                              "policy": "KEEP_LATEST_COMMITS", "version": 2,
-                              "filePathsToBeDeletedPerPartition": {"p": [{"filePath": "/x", "isBootstrapBaseFile":
-                                                                          False}]},
-                              "partitionsToBeDeleted": []},
-        "HoodieCleanMetadata": {"startCleanTime": "2", "timeTakenInMillis": 3, "totalFilesDeleted": 1,
-                                "earliestCommitToRetain": "1",
-                                "partitionMetadata": {"p": {"partitionPath": "p", "policy": "KEEP_LATEST_COMMITS",
-                                                            "deletePathPatterns": ["x"], "successDeleteFiles": ["x"],
-                                                            "failedDeleteFiles": [], "isPartitionDeleted": False}},
-                                "version": 2},
-        "HoodieRollbackPlan": {"instantToRollback": {"commitTime": "1", "action": "deltacommit"},
-                               "RollbackRequests": [{"partitionPath": "", "fileId": "f", "latestBaseInstant": "1",
-                                                     "filesToBeDeleted": ["/a"], "logBlocksToBeDeleted": {}}],
-                               "version": 1},
-        "HoodieRollbackMetadata": {"startRollbackTime": "2", "timeTakenInMillis": 1, "totalFilesDeleted": 0,
-                                   "commitsRollback": ["1"], "partitionMetadata": {}, "version": 1,
-                                   "instantsRollback": [{"commitTime": "1", "action": "deltacommit"}]},
-        "HoodieRequestedReplaceMetadata": {"operationType": "INSERT_OVERWRITE_TABLE", "clusteringPlan": None,
-                                           "extraMetadata": None, "version": 1},
-        "HoodieDeleteRecordList": {"deleteRecordList": [{"recordKey": "k", "partitionPath": "p",
-                                                         "orderingVal": ("org.apache.hudi.avro.model.IntWrapper",
-                                                                         {"value": 0})}]},
+        "HoodieCompactionPlan": {
+            "operations": [
+                {
+                    "baseInstantTime": "1",
+                    "deltaFilePaths": [".f_1.log.1_0-0-0"],
+                    "dataFilePath": None,
+                    "fileId": "f",
+                    "partitionPath": "p",
+                    "metrics": {"TOTAL_LOG_FILES": 1.0},
+                }
+            ],
+            "extraMetadata": {},
+            "version": 2,
+        },
+        "HoodieCleanerPlan": {
+            "earliestInstantToRetain": {"timestamp": "1", "action": "commit", "state": "COMPLETED"},
+            "policy": "KEEP_LATEST_COMMITS",
+            "version": 2,
+            "filePathsToBeDeletedPerPartition": {"p": [{"filePath": "/x", "isBootstrapBaseFile": False}]},
+            "partitionsToBeDeleted": [],
+        },
+        "HoodieCleanMetadata": {
+            "startCleanTime": "2",
+            "timeTakenInMillis": 3,
+            "totalFilesDeleted": 1,
+            "earliestCommitToRetain": "1",
+            "partitionMetadata": {
+                "p": {
+                    "partitionPath": "p",
+                    "policy": "KEEP_LATEST_COMMITS",
+                    "deletePathPatterns": ["x"],
+                    "successDeleteFiles": ["x"],
+                    "failedDeleteFiles": [],
+                    "isPartitionDeleted": False,
+                }
+            },
+            "version": 2,
+        },
+        "HoodieRollbackPlan": {
+            "instantToRollback": {"commitTime": "1", "action": "deltacommit"},
+            "RollbackRequests": [
+                {
+                    "partitionPath": "",
+                    "fileId": "f",
+                    "latestBaseInstant": "1",
+                    "filesToBeDeleted": ["/a"],
+                    "logBlocksToBeDeleted": {},
+                }
+            ],
+            "version": 1,
+        },
+        "HoodieRollbackMetadata": {
+            "startRollbackTime": "2",
+            "timeTakenInMillis": 1,
+            "totalFilesDeleted": 0,
+            "commitsRollback": ["1"],
+            "partitionMetadata": {},
+            "version": 1,
+            "instantsRollback": [{"commitTime": "1", "action": "deltacommit"}],
+        },
+        "HoodieRequestedReplaceMetadata": {
+            "operationType": "INSERT_OVERWRITE_TABLE",
+            "clusteringPlan": None,
+            "extraMetadata": None,
+            "version": 1,
+        },
+        "HoodieDeleteRecordList": {
+            "deleteRecordList": [
+                {
+                    "recordKey": "k",
+                    "partitionPath": "p",
+                    "orderingVal": ("org.apache.hudi.avro.model.IntWrapper", {"value": 0}),
+                }
+            ]
+        },
     }[name]
 
 
@@ -86,8 +140,9 @@ def test_write_container_read_by_fastavro(name):
 
 
 def test_defaults_filled():
-    data = write_container("HoodieRollbackPlan", {"instantToRollback": None,
-                                                  "RollbackRequests": [{"partitionPath": "p"}]})
+    data = write_container(
+        "HoodieRollbackPlan", {"instantToRollback": None, "RollbackRequests": [{"partitionPath": "p"}]}
+    )
     rec = read_container(data)
     assert rec["version"] == 1
     assert rec["RollbackRequests"][0]["filesToBeDeleted"] == []
@@ -114,14 +169,13 @@ def _delete_payload():
         _key, length = struct.unpack_from(">ii", buf, pos)
         pos += 8 + length
     (content_len,) = struct.unpack_from(">q", buf, pos)
-    content = buf[pos + 8:pos + 8 + content_len]
+    content = buf[pos + 8 : pos + 8 + content_len]
     version, length = struct.unpack_from(">ii", content, 0)
     assert version == 3 and length == len(content) - 8
     return content[8:]
 
 
-@pytest.mark.parametrize("schema_json", [avro_models.HOODIE_DELETE_RECORD_LIST,
-                                         avro_models.DELETE_RECORD_LIST_SCHEMA])
+@pytest.mark.parametrize("schema_json", [avro_models.HOODIE_DELETE_RECORD_LIST, avro_models.DELETE_RECORD_LIST_SCHEMA])
 def test_delete_record_list_payload_round_trip(schema_json):
     payload = _delete_payload()
     parsed = fastavro.parse_schema(json.loads(schema_json))
@@ -138,23 +192,40 @@ def test_delete_record_list_payload_round_trip(schema_json):
 def test_wrapper_union_order():
     s = json.loads(avro_models.HOODIE_DELETE_RECORD_LIST)
     union = s["fields"][0]["type"]["items"]["fields"][2]["type"]
-    assert [u if u == "null" else u["name"] for u in union] == ["null", "BooleanWrapper", "IntWrapper", "LongWrapper",
-                                                                "FloatWrapper", "DoubleWrapper", "BytesWrapper",
-                                                                "StringWrapper", "DateWrapper", "DecimalWrapper",
-                                                                "TimeMicrosWrapper", "TimestampMicrosWrapper"]
+    assert [u if u == "null" else u["name"] for u in union] == [
+        "null",
+        "BooleanWrapper",
+        "IntWrapper",
+        "LongWrapper",
+        "FloatWrapper",
+        "DoubleWrapper",
+        "BytesWrapper",
+        "StringWrapper",
+        "DateWrapper",
+        "DecimalWrapper",
+        "TimeMicrosWrapper",
+        "TimestampMicrosWrapper",
+    ]
 
 
 def test_compaction_plan_matches_v8_without_1x_field():
     (path,) = glob.glob(str(LOG_FILES.parent / "hudi-tables" / "trips-mor-avro-v8_trips_8i3u1d.zip"))
     import zipfile
+
     with zipfile.ZipFile(path) as zf:
-        name = next(n for n in zf.namelist() if n.endswith("timeline/20251220210129235.compaction.requested")
-                    and "__MACOSX" not in n)
+        name = next(
+            n
+            for n in zf.namelist()
+            if n.endswith("timeline/20251220210129235.compaction.requested") and "__MACOSX" not in n
+        )
         data = zf.read(name)
     plan = read_container(data)
     assert plan["operations"][0]["fileId"]
-    extra = ',{"name":"missingSchedulePartitions","type":["null",{"type":"array","items":' + avro_models.S + \
-            '}],"default":null}'
+    extra = (
+        ',{"name":"missingSchedulePartitions","type":["null",{"type":"array","items":'
+        + avro_models.S
+        + '}],"default":null}'
+    )
     assert container_schema(data).replace(extra, "") == SCHEMAS["HoodieCompactionPlan"]
     plan.pop("missingSchedulePartitions")
     assert read_container(write_container("HoodieCompactionPlan", plan)) == plan

@@ -7,6 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import LOG_FILES, unzip_table, v6_table_zips
+from hoodie_stream.errors import HoodieFormatError
 from hoodie_stream.format.avro_schema import (
     META_FIELDS,
     arrow_to_avro_schema,
@@ -15,7 +16,6 @@ from hoodie_stream.format.avro_schema import (
     parse_avro_schema,
     with_meta_fields,
 )
-from hoodie_stream.errors import HoodieFormatError
 
 
 def _compact(schema):

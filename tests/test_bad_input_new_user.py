@@ -26,8 +26,9 @@ INSTANTS = ["20261123204819500", "20261123204820123", "20261123204821000"]
 def timed_table(tmp_path):
     """Three commits at known instant times: a1 | a2, b1 | c1."""
     base = str(tmp_path / "timed")
-    writer = HoodieWriter.create(base, table_name="timed", record_key_fields=["id"], schema=SCHEMA,
-                                 precombine_field="ts")
+    writer = HoodieWriter.create(
+        base, table_name="timed", record_key_fields=["id"], schema=SCHEMA, precombine_field="ts"
+    )
     batches = [[("a", 1, "a1")], [("a", 2, "a2"), ("b", 1, "b1")], [("c", 1, "c1")]]
     file_id = None
     for instant, batch in zip(INSTANTS, batches):
@@ -45,8 +46,16 @@ def values(table):
     return sorted(table["v"].to_pylist())
 
 
-@pytest.mark.parametrize("form", ["2026-11-23 20:48:20.123", "2026-11-23T20:48:20.123", "2026-11-23T20:48:20.123Z",
-                                  "2026-11-23T22:48:20.123+02:00", "2026-11-23T18:18:20.123456-02:30"])
+@pytest.mark.parametrize(
+    "form",
+    [
+        "2026-11-23 20:48:20.123",
+        "2026-11-23T20:48:20.123",
+        "2026-11-23T20:48:20.123Z",
+        "2026-11-23T22:48:20.123+02:00",
+        "2026-11-23T18:18:20.123456-02:30",
+    ],
+)
 def test_time_travel_forms_read_as_the_instant_time(timed_table, form):
     table = HoodieTable(timed_table)
     exact = table.read(as_of=INSTANTS[1])
@@ -80,15 +89,31 @@ def test_incremental_window_forms(timed_table):
     exact = table.read("incremental", start=INSTANTS[0], end=INSTANTS[1])
     assert values(exact) == ["a2", "b1"]
     assert_same_rows(exact, rs_read(timed_table, "incremental", start=INSTANTS[0], end=INSTANTS[1]))
-    for start, end in [("2026-11-23 20:48:19.500", "2026-11-23 20:48:20.123"), ("2026-11-23T20:48:19.5Z",
-                       "2026-11-23 20:48:20"), ("20261123204819500", "2026-11-23T21:48:20.123+01:00")]:
+    for start, end in [
+        ("2026-11-23 20:48:19.500", "2026-11-23 20:48:20.123"),
+        ("2026-11-23T20:48:19.5Z", "2026-11-23 20:48:20"),
+        ("20261123204819500", "2026-11-23T21:48:20.123+01:00"),
+    ]:
         assert rows(table.read("incremental", start=start, end=end)) == rows(exact), (start, end)
     assert values(table.read("incremental", start="2026-11-23 20:48:20")) == ["c1"]
     assert values(table.read("incremental", start="20261123204820")) == ["a2", "b1", "c1"]
 
 
-@pytest.mark.parametrize("bad", ["not-a-time", "yesterday", "2026-11-23 20:48", "2026-02-30", "2026-11-23 24:00:00",
-                                 "202611232048201", "2026/11/23", "", "2026-11-23T20:48:20+25:00", 3.5])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "not-a-time",
+        "yesterday",
+        "2026-11-23 20:48",
+        "2026-02-30",
+        "2026-11-23 24:00:00",
+        "202611232048201",
+        "2026/11/23",
+        "",
+        "2026-11-23T20:48:20+25:00",
+        3.5,
+    ],
+)
 def test_garbage_instants_are_refused(timed_table, bad):
     table = HoodieTable(timed_table)
     with pytest.raises(HoodieError, match="as_of=.*yyyy-MM-dd HH:mm:ss"):
@@ -142,8 +167,12 @@ def test_unset_precombine_option_takes_the_tables(spark, table):
     options = {k: v for k, v in OPTIONS.items() if k != "hoodie.datasource.write.precombine.field"}
     sink = HoodieStreamSink(table, options)
     # in the batch the greater ts wins, and an older ts does not beat the stored version: event-time ordering
-    sink(spark.createDataFrame([(1, "sf", 5, "a5", False), (1, "sf", 3, "a3", False), (2, "nyc", 0, "b0", False)],
-                               SCHEMA_DDL), 1)
+    sink(
+        spark.createDataFrame(
+            [(1, "sf", 5, "a5", False), (1, "sf", 3, "a3", False), (2, "nyc", 0, "b0", False)], SCHEMA_DDL
+        ),
+        1,
+    )
     assert values(HoodieTable(table).read()) == ["a5", "b"]
     with pytest.raises(HoodieConfigError, match="'ts'"):
         sink(spark.createDataFrame([(1, "sf", "x")], "id long, city string, v string"), 2)
@@ -161,10 +190,19 @@ def test_table_name_must_be_the_tables(spark, table):
 
 def test_columns_are_matched_by_name(spark, table):
     sink = HoodieStreamSink(table, OPTIONS)
-    sink(spark.createDataFrame([(False, "c", 1, "sf", 3)], "_hoodie_is_deleted boolean, v string, ts long, city string, "
-                                                            "id long"), 1)
-    sink(spark.createDataFrame([(1.5, "d", 4, "nyc", 1, False)], "fare double, v string, id long, city string, ts long, "
-                                                                 "_hoodie_is_deleted boolean"), 2)
+    sink(
+        spark.createDataFrame(
+            [(False, "c", 1, "sf", 3)], "_hoodie_is_deleted boolean, v string, ts long, city string, id long"
+        ),
+        1,
+    )
+    sink(
+        spark.createDataFrame(
+            [(1.5, "d", 4, "nyc", 1, False)],
+            "fare double, v string, id long, city string, ts long, _hoodie_is_deleted boolean",
+        ),
+        2,
+    )
     t = HoodieTable(table)
     assert t.arrow_schema(meta_fields=False).names == ["id", "city", "ts", "v", "_hoodie_is_deleted", "fare"]
     got = t.read().sort_by("id")
@@ -194,8 +232,12 @@ def test_numeric_columns_widen_as_hudi_allows(spark, tmp_path):
     assert_same_rows(got, rs_read(base), context="widened columns")
     # narrowing the table is refused, as a type Hudi does not promote
     with pytest.raises(HoodieError, match="'v'.*string"):
-        sink(spark.createDataFrame([(5, "sf", 1, 5, False, 1.0, 1.0)], ddl.format("double", "double")
-                                   .replace("v string", "v int")), 4)
+        sink(
+            spark.createDataFrame(
+                [(5, "sf", 1, 5, False, 1.0, 1.0)], ddl.format("double", "double").replace("v string", "v int")
+            ),
+            4,
+        )
 
 
 def test_non_nullable_new_column_says_how_to_make_it_nullable(spark, table):
@@ -246,12 +288,18 @@ def test_worker_python_that_cannot_import_the_package(tmp_path, monkeypatch):
     with pytest.raises(HoodieConfigError) as e:
         sink_module.check_worker_python(spark)
     message = str(e.value)
-    for needle in ("'python3'", "No module named 'hoodie_stream'", "PYSPARK_PYTHON", "spark.pyspark.python",
-                   sys.executable):
+    for needle in (
+        "'python3'",
+        "No module named 'hoodie_stream'",
+        "PYSPARK_PYTHON",
+        "spark.pyspark.python",
+        sys.executable,
+    ):
         assert needle in message, (needle, message)
     # a cluster's executors run elsewhere: not checked from the driver
-    sink_module.check_worker_python(SimpleNamespace(sparkContext=SimpleNamespace(pythonExec="python3",
-                                                                                  master="spark://host:7077")))
+    sink_module.check_worker_python(
+        SimpleNamespace(sparkContext=SimpleNamespace(pythonExec="python3", master="spark://host:7077"))
+    )
 
 
 def test_worker_python_checks(tmp_path, monkeypatch):

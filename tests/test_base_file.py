@@ -6,12 +6,16 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from storage_helpers import at
 
 from hoodie_stream.format.base_file import (
-    META_FIELDS, read_base_file, read_bloom_filter, read_footer, write_base_file,
+    META_FIELDS,
+    read_base_file,
+    read_bloom_filter,
+    read_footer,
+    write_base_file,
 )
 from oracle import assert_same_rows, rs_read
+from storage_helpers import at
 from test_bloom_filter import model_serialize
 
 NAME = "6d3d1d6e-2298-4080-a0c1-494877d6f40a-0_0-13-60_20250618054711154.parquet"
@@ -106,14 +110,15 @@ def test_missing_meta_columns_rejected(tmp_path):
 
 
 def test_java_string_order_for_key_range(tmp_path):
-    keys = ["\U0001F600", "\uFFFD", "a"]
+    keys = ["\U0001f600", "\ufffd", "a"]
     table = sample_table(3).set_column(
-        sample_table(3).column_names.index("_hoodie_record_key"), "_hoodie_record_key", pa.array(keys))
+        sample_table(3).column_names.index("_hoodie_record_key"), "_hoodie_record_key", pa.array(keys)
+    )
     write_base_file(*at(tmp_path / NAME), table)
     footer = read_footer(*at(tmp_path / NAME))
     # Java compares UTF-16 code units: the surrogate pair (0xD83D...) sorts before U+FFFD
     assert footer["hoodie_min_record_key"] == "a"
-    assert footer["hoodie_max_record_key"] == "\uFFFD"
+    assert footer["hoodie_max_record_key"] == "\ufffd"
 
 
 def test_hudi_rs_reads_rewritten_fixture_table(fixture_table):
@@ -124,8 +129,14 @@ def test_hudi_rs_reads_rewritten_fixture_table(fixture_table):
         original = read_footer(*at(path))
         write_base_file(*at(path), read_base_file(*at(path)), avro_schema_json=original.get("parquet.avro.schema"))
         rewritten = read_footer(*at(path))
-        for key in ("org.apache.hudi.bloomfilter", "hoodie_min_record_key", "hoodie_max_record_key",
-                    "hoodie_bloom_filter_type_code", "parquet.avro.schema", "writer.model.name"):
+        for key in (
+            "org.apache.hudi.bloomfilter",
+            "hoodie_min_record_key",
+            "hoodie_max_record_key",
+            "hoodie_bloom_filter_type_code",
+            "parquet.avro.schema",
+            "writer.model.name",
+        ):
             assert rewritten[key] == original[key], (path, key)
     after = rs_read(base)
     assert_same_rows(after, before, context="rewritten base files")

@@ -18,6 +18,7 @@ BLOOM_KEY = b"org.apache.hudi.bloomfilter"
 
 def java_murmur(data: bytes, seed: int) -> int:
     """Per-key model of Hadoop MurmurHash.hash(byte[], length, seed) with Java int arithmetic."""
+
     def i32(x):
         x &= 0xFFFFFFFF
         return x - (1 << 32) if x & 0x80000000 else x
@@ -49,6 +50,7 @@ def java_murmur(data: bytes, seed: int) -> int:
 def model_serialize(keys, num_entries=60000, max_entries=100000):
     """Plain-Python model of HoodieDynamicBoundedBloomFilter add + serializeToString."""
     import math
+
     vs = int(math.ceil(num_entries * (-math.log(1e-9) / (math.log(2) ** 2))))
     nh = int(math.ceil(math.log(2) * vs / num_entries))
     matrix = [set()]
@@ -138,7 +140,7 @@ def test_dynamic_rows_match_model(n):
     assert one_shot.serialize() == expected
     batched = BloomFilter(num_entries=10, max_entries=25)
     for i in range(0, n, 7):
-        batched.add_keys(keys[i:i + 7])
+        batched.add_keys(keys[i : i + 7])
     assert batched.serialize() == expected
 
 

@@ -15,10 +15,9 @@ import pytest
 
 from hoodie_stream.bucket_assign import assigner as assigner_module
 from hoodie_stream.bucket_assign.assigner import BucketAssigner
-from hoodie_stream.chain.columns import FILE_ID, KIND, RecordKind
 from hoodie_stream.bucket_assign.small_files import owner_task
 from hoodie_stream.bucket_assign.write_tasks import WritePlan
-from hoodie_stream.chain.columns import DELETE, KEY, KEY_GROUP, PARTITION, SEQ
+from hoodie_stream.chain.columns import DELETE, FILE_ID, KEY, KEY_GROUP, KIND, PARTITION, SEQ, RecordKind
 from hoodie_stream.chain.stages import AssignSpec, BatchContext
 from hoodie_stream.storage import storage_for
 
@@ -43,13 +42,20 @@ def _events(keys, seed):
 def _keyed(rows):
     """The rows as the key-by stage emits them (arrival order as SEQ), sorted by key group."""
     n = len(rows)
-    table = pa.table({"id": [r["id"] for r in rows], "ts": pa.array([r["ts"] for r in rows], pa.int64()),
-                      "v": [r["v"] for r in rows]})
-    table = (table.append_column(SEQ, pa.array(np.arange(n), pa.int64()))
-             .append_column(KEY, pa.array([str(r["id"]) for r in rows]))
-             .append_column(PARTITION, pa.array(["p1"] * n))
-             .append_column(DELETE, pa.array(np.zeros(n, bool)))
-             .append_column(KEY_GROUP, pa.array([r["id"] % 16 for r in rows], pa.int32())))
+    table = pa.table(
+        {
+            "id": [r["id"] for r in rows],
+            "ts": pa.array([r["ts"] for r in rows], pa.int64()),
+            "v": [r["v"] for r in rows],
+        }
+    )
+    table = (
+        table.append_column(SEQ, pa.array(np.arange(n), pa.int64()))
+        .append_column(KEY, pa.array([str(r["id"]) for r in rows]))
+        .append_column(PARTITION, pa.array(["p1"] * n))
+        .append_column(DELETE, pa.array(np.zeros(n, bool)))
+        .append_column(KEY_GROUP, pa.array([r["id"] % 16 for r in rows], pa.int32()))
+    )
     return table.sort_by([(KEY_GROUP, "ascending")])
 
 
@@ -66,9 +72,18 @@ def _assign(base, instant, committed, batches, chunk_bytes, monkeypatch):
     monkeypatch.setattr(assigner_module, "ASSIGN_CHUNK_BYTES", chunk_bytes)
     small = {0: {"p1": [(SMALL, "20260101000000000", "", SMALL_CAPACITY)]}}
     context = BatchContext(storage_for(base), instant, "upsert", "ts", ("id", "ts", "v"))
-    a = BucketAssigner(context, AssignSpec(committed=frozenset(committed), global_index=True, event_time=True,
-                                           small_files=small, new_file_capacity=NEW_CAPACITY, num_tasks=TASKS,
-                                           write_plan=WritePlan(TASKS)))
+    a = BucketAssigner(
+        context,
+        AssignSpec(
+            committed=frozenset(committed),
+            global_index=True,
+            event_time=True,
+            small_files=small,
+            new_file_capacity=NEW_CAPACITY,
+            num_tasks=TASKS,
+            write_plan=WritePlan(TASKS),
+        ),
+    )
     return pa.Table.from_batches(list(a(iter(batches))))
 
 

@@ -23,10 +23,18 @@ from stream_model import OPTIONS, TableModel, events_df, generate_batches, table
 def history_table(spark, tmp_path_factory):
     """A table with inline compaction every 2 delta commits; model rows after every commit-like instant."""
     base = str(tmp_path_factory.mktemp("clean") / "t")
-    sink = HoodieStreamSink(base, dict(OPTIONS, **{"compaction.schedule.enabled": "true",
-                                                   "compaction.delta_commits": "2",
-                                                   "compaction.async.enabled": "false",
-                                                   "clean.retain_commits": "1000"}))
+    sink = HoodieStreamSink(
+        base,
+        dict(
+            OPTIONS,
+            **{
+                "compaction.schedule.enabled": "true",
+                "compaction.delta_commits": "2",
+                "compaction.async.enabled": "false",
+                "clean.retain_commits": "1000",
+            },
+        ),
+    )
     model, snapshots = TableModel(), {}
     for i, events in enumerate(generate_batches(9, seed=31, monotonic=True)):
         sink(events_df(spark, events), i)
@@ -78,8 +86,9 @@ def check_clean_instant(base, policy, deleted):
     plan = read_container(tl.read_bytes(Instant(done.timestamp, "clean", "requested")))
     meta = read_container(tl.read_bytes(done))
     assert plan["policy"] == policy and plan["version"] == 2
-    planned = {i["filePath"].rsplit("/", 1)[-1] for infos in plan["filePathsToBeDeletedPerPartition"].values()
-               for i in infos}
+    planned = {
+        i["filePath"].rsplit("/", 1)[-1] for infos in plan["filePathsToBeDeletedPerPartition"].values() for i in infos
+    }
     assert planned == {d.rsplit("/", 1)[-1] for d in deleted}
     assert meta["totalFilesDeleted"] == len(deleted)
 
@@ -105,7 +114,7 @@ def test_keep_latest_commits_and_by_hours(history_table, tmp_path, policy):
 
     def keep(slices):
         at_or_before = [i for i, s in enumerate(slices) if s.base_instant <= earliest]
-        return slices[at_or_before[-1]:] if at_or_before else slices
+        return slices[at_or_before[-1] :] if at_or_before else slices
 
     kept = expected_kept(base, keep)
     opts = parse_compaction_options({"clean.policy": policy, "clean.retain_commits": "4", "clean.retain_hours": "1"})
@@ -138,8 +147,9 @@ def test_interrupted_clean_is_finished_on_restart(history_table, tmp_path):
     instant = cleaning.schedule_clean(base, tl, opts)
     plan = read_container(tl.read_bytes(Instant(instant, "clean", "requested")))
     tl.transition_to_inflight(instant, "clean", b"")
-    doomed = [i["filePath"][len("file:"):] for infos in plan["filePathsToBeDeletedPerPartition"].values()
-              for i in infos]
+    doomed = [
+        i["filePath"][len("file:") :] for infos in plan["filePathsToBeDeletedPerPartition"].values() for i in infos
+    ]
     for path in doomed[: len(doomed) // 2]:  # the process died half way
         os.remove(path)
     latest = Timeline(base).commits_timeline()[-1].timestamp

@@ -5,8 +5,8 @@ import os
 import pytest
 
 from conftest import v6_table_zips
-from hoodie_stream.format.commit_metadata import CommitMetadata, WriteStat, jackson_pretty
 from hoodie_stream.errors import HoodieFormatError
+from hoodie_stream.format.commit_metadata import CommitMetadata, WriteStat, jackson_pretty
 
 V6 = [p.stem for p in v6_table_zips()]
 
@@ -50,11 +50,26 @@ def test_fixture_fields(fixture_table):
 
 
 def test_new_stats_serialize_like_hudi():
-    base_stat = WriteStat(file_id="f-0", path="p/f-0_0-1-2_20250101000000000.parquet", num_writes=2, num_inserts=2,
-                          total_write_bytes=10, file_size_in_bytes=10, partition_path="p",
-                          runtime_stats={"totalScanTime": 0, "totalUpsertTime": 0, "totalCreateTime": 5})
-    log_stat = WriteStat(file_id="f-0", path="p/.f-0_20250101000000000.log.1_0-1-2", prev_commit="20250101000000000",
-                         partition_path="p", is_delta=True, log_version=1, base_file="", log_files=[".f-0_x"])
+    base_stat = WriteStat(
+        file_id="f-0",
+        path="p/f-0_0-1-2_20250101000000000.parquet",
+        num_writes=2,
+        num_inserts=2,
+        total_write_bytes=10,
+        file_size_in_bytes=10,
+        partition_path="p",
+        runtime_stats={"totalScanTime": 0, "totalUpsertTime": 0, "totalCreateTime": 5},
+    )
+    log_stat = WriteStat(
+        file_id="f-0",
+        path="p/.f-0_20250101000000000.log.1_0-1-2",
+        prev_commit="20250101000000000",
+        partition_path="p",
+        is_delta=True,
+        log_version=1,
+        base_file="",
+        log_files=[".f-0_x"],
+    )
     meta = CommitMetadata({"p": [base_stat, log_stat]}, False, {"schema": "{}"}, "UPSERT", None)
     d = json.loads(meta.to_json())
     s0, s1 = d["partitionToWriteStats"]["p"]
@@ -69,9 +84,14 @@ def test_new_stats_serialize_like_hudi():
 
 def test_hudi_rs_can_parse(tmp_path):
     pytest.importorskip("hudi")
-    meta = CommitMetadata({"": [WriteStat(file_id="a-0", path="a-0_0-0-0_1.parquet", partition_path="")]},
-                          False, {"schema": "{}", "k": "ü\n\"x\""}, "INSERT", {"": ["b-0"]})
-    assert json.loads(meta.to_json())["extraMetadata"]["k"] == "ü\n\"x\""
+    meta = CommitMetadata(
+        {"": [WriteStat(file_id="a-0", path="a-0_0-0-0_1.parquet", partition_path="")]},
+        False,
+        {"schema": "{}", "k": 'ü\n"x"'},
+        "INSERT",
+        {"": ["b-0"]},
+    )
+    assert json.loads(meta.to_json())["extraMetadata"]["k"] == 'ü\n"x"'
 
 
 def test_jackson_details():

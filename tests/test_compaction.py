@@ -10,11 +10,12 @@ import fastavro
 import pytest
 
 from hoodie_stream import HoodieStreamSink, HoodieTable
-from hoodie_stream.compaction.run import run_compaction
 from hoodie_stream.compaction.execute import compact_operation, run_niced
-from hoodie_stream.compaction.operation import plan_operations
 from hoodie_stream.compaction.offline import compact_table
+from hoodie_stream.compaction.operation import plan_operations
 from hoodie_stream.compaction.plan import pending_plans, schedule_compaction
+from hoodie_stream.compaction.run import run_compaction
+from hoodie_stream.errors import HoodieObjectNotFoundError
 from hoodie_stream.format.commit_metadata import CommitMetadata
 from hoodie_stream.format.fs_view import FileSystemView
 from hoodie_stream.format.timeline import Timeline
@@ -24,19 +25,41 @@ from stream_model import OPTIONS, SCHEMA_DDL, TableModel, events_df, generate_ba
 
 # Hudi's HoodieCompactionPlan schema (hudi-common/src/main/avro/HoodieCompactionOperation.avsc)
 HUDI_PLAN_SCHEMA = {
-    "namespace": "org.apache.hudi.avro.model", "type": "record", "name": "HoodieCompactionPlan",
+    "namespace": "org.apache.hudi.avro.model",
+    "type": "record",
+    "name": "HoodieCompactionPlan",
     "fields": [
-        {"name": "operations", "type": ["null", {"type": "array", "items": {
-            "name": "HoodieCompactionOperation", "type": "record", "fields": [
-                {"name": "baseInstantTime", "type": ["null", "string"]},
-                {"name": "deltaFilePaths", "type": ["null", {"type": "array", "items": "string"}], "default": None},
-                {"name": "dataFilePath", "type": ["null", "string"], "default": None},
-                {"name": "fileId", "type": ["null", "string"]},
-                {"name": "partitionPath", "type": ["null", "string"], "default": None},
-                {"name": "metrics", "type": ["null", {"type": "map", "values": "double"}], "default": None},
-                {"name": "bootstrapFilePath", "type": ["null", "string"], "default": None}]}}], "default": None},
+        {
+            "name": "operations",
+            "type": [
+                "null",
+                {
+                    "type": "array",
+                    "items": {
+                        "name": "HoodieCompactionOperation",
+                        "type": "record",
+                        "fields": [
+                            {"name": "baseInstantTime", "type": ["null", "string"]},
+                            {
+                                "name": "deltaFilePaths",
+                                "type": ["null", {"type": "array", "items": "string"}],
+                                "default": None,
+                            },
+                            {"name": "dataFilePath", "type": ["null", "string"], "default": None},
+                            {"name": "fileId", "type": ["null", "string"]},
+                            {"name": "partitionPath", "type": ["null", "string"], "default": None},
+                            {"name": "metrics", "type": ["null", {"type": "map", "values": "double"}], "default": None},
+                            {"name": "bootstrapFilePath", "type": ["null", "string"], "default": None},
+                        ],
+                    },
+                },
+            ],
+            "default": None,
+        },
         {"name": "extraMetadata", "type": ["null", {"type": "map", "values": "string"}], "default": None},
-        {"name": "version", "type": ["int", "null"], "default": 1}]}
+        {"name": "version", "type": ["int", "null"], "default": 1},
+    ],
+}
 
 
 def with_compaction(**extra):
@@ -115,8 +138,9 @@ def test_streaming_query_with_async_compaction_every_3_commits(spark, tmp_path):
 
 def test_inline_compaction(spark, tmp_path):
     base = str(tmp_path / "t")
-    sink = HoodieStreamSink(base, with_compaction(**{"compaction.delta_commits": "2",
-                                                     "compaction.async.enabled": "false"}))
+    sink = HoodieStreamSink(
+        base, with_compaction(**{"compaction.delta_commits": "2", "compaction.async.enabled": "false"})
+    )
     model, history = TableModel(), []
     for i, events in enumerate(generate_batches(7, seed=22, monotonic=True)):
         sink(events_df(spark, events), i)
@@ -163,8 +187,9 @@ def test_crash_during_compaction_then_restart(spark, tmp_path, step):
     # the process died here: readers ignore the unfinished compaction
     _both_readers(base, model, f"after a crash at {step}")
     # restart: a new sink (new process) with inline compaction; the next batch runs the pending plan
-    sink = HoodieStreamSink(base, with_compaction(**{"compaction.async.enabled": "false",
-                                                     "compaction.delta_commits": "100"}))
+    sink = HoodieStreamSink(
+        base, with_compaction(**{"compaction.async.enabled": "false", "compaction.delta_commits": "100"})
+    )
     sink(events_df(spark, next_batch), 100)
     model.apply_batch(next_batch)
     assert instant in compaction_commits(base)
@@ -174,8 +199,9 @@ def test_crash_during_compaction_then_restart(spark, tmp_path, step):
     assert len(stats) == len(plan["operations"])
     for stat in stats:  # exactly one base file per file group for the compaction instant
         directory = os.path.join(base, stat.partition_path)
-        assert [n for n in os.listdir(directory) if n.startswith(stat.file_id) and n.endswith(
-            f"_{instant}.parquet")] == [stat.path.rsplit("/", 1)[-1]]
+        assert [
+            n for n in os.listdir(directory) if n.startswith(stat.file_id) and n.endswith(f"_{instant}.parquet")
+        ] == [stat.path.rsplit("/", 1)[-1]]
 
 
 def test_failed_compaction_leaves_the_plan_requested(spark, tmp_path):
@@ -189,7 +215,7 @@ def test_failed_compaction_leaves_the_plan_requested(spark, tmp_path):
     victim = os.path.join(directory, op["deltaFilePaths"][0])
     saved = open(victim, "rb").read()
     os.remove(victim)  # an operation cannot read its input: the task fails
-    with pytest.raises(Exception):
+    with pytest.raises(HoodieObjectNotFoundError, match="does not exist"):
         run_compaction(spark, base, tl, instant, opts.max_memory_bytes)
     tl.reload()
     assert tl.get(instant).is_requested
@@ -220,10 +246,16 @@ def test_bounded_memory_compaction_merges_in_key_ranges(spark, tmp_path):
     _both_readers(base, model, "after a compaction merged in key ranges")
 
 
-@pytest.mark.parametrize("name", ["trips-mor-avro-v6_trips_8i1u", "trips-mor-avro-v6_trips_8i3d",
-                                  "sample-mor-parquet-v6_complexkeygen_hivestyle",
-                                  "sample-mor-parquet-v6_nonpartitioned_rollback",
-                                  "sample-mor-parquet-v6_simplekeygen_nonhivestyle"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "trips-mor-avro-v6_trips_8i1u",
+        "trips-mor-avro-v6_trips_8i3d",
+        "sample-mor-parquet-v6_complexkeygen_hivestyle",
+        "sample-mor-parquet-v6_nonpartitioned_rollback",
+        "sample-mor-parquet-v6_simplekeygen_nonhivestyle",
+    ],
+)
 def test_offline_compaction_of_real_fixtures(spark, fixture_table, name):
     base = str(fixture_table(name))
     before = rs_read(base)
@@ -251,8 +283,9 @@ def test_compaction_in_waves_that_wait_for_ingestion_at_lowered_priority(spark, 
     ops = len(pending_plans(tl)[instant]["operations"])
     assert ops > 1
     waves = []
-    stats = run_compaction(spark, base, tl, instant, opts.max_memory_bytes, wave=1,
-                           before_wave=lambda: waves.append(1), nice=5)
+    stats = run_compaction(
+        spark, base, tl, instant, opts.max_memory_bytes, wave=1, before_wave=lambda: waves.append(1), nice=5
+    )
     assert len(waves) == ops and len(stats) == ops
     assert Timeline(base).get(instant).is_completed
     _both_readers(base, model, "after a compaction run in waves")
@@ -278,12 +311,22 @@ def test_stop_without_waiting_cancels_the_running_compaction(spark, tmp_path, ca
     from pyspark.sql import functions as F
 
     base = str(tmp_path / "t")
-    sink = HoodieStreamSink(base, {"hoodie.table.name": "stop", "hoodie.datasource.write.recordkey.field": "id",
-                                   "hoodie.datasource.write.precombine.field": "ts",
-                                   "compaction.schedule.enabled": "false"})
+    sink = HoodieStreamSink(
+        base,
+        {
+            "hoodie.table.name": "stop",
+            "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.precombine.field": "ts",
+            "compaction.schedule.enabled": "false",
+        },
+    )
     for b in range(2):  # a first batch of inserts, then an update of every key: logs to merge
-        sink(spark.range(0, 300_000, numPartitions=2).withColumn("ts", F.lit(b).cast("long"))
-             .withColumn("payload", F.sha2(F.col("id").cast("string"), 512)), b)
+        sink(
+            spark.range(0, 300_000, numPartitions=2)
+            .withColumn("ts", F.lit(b).cast("long"))
+            .withColumn("payload", F.sha2(F.col("id").cast("string"), 512)),
+            b,
+        )
     instant = schedule_compaction(base, Timeline(base), sink.options.compaction, force=True)
     services = sink.services
     caplog.set_level(logging.INFO, logger="hoodie_stream")

@@ -35,12 +35,27 @@ SETUP = dict(n=6, seed=41)
 
 
 def _child(base, *args):
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable,
-               PYSPARK_SUBMIT_ARGS='--driver-java-options "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC" pyspark-shell')
-    cmd = [sys.executable, "-m", "hoodie_stream", "compact", "--path", base, *args,
-           "--option", "clean.retain_commits=1", "--option", "compaction.tasks=1"]
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+    env = dict(
+        os.environ,
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_SUBMIT_ARGS='--driver-java-options "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC" pyspark-shell',
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "hoodie_stream",
+        "compact",
+        "--path",
+        base,
+        *args,
+        "--option",
+        "clean.retain_commits=1",
+        "--option",
+        "compaction.tasks=1",
+    ]
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
 
 
 def _compaction(state):
@@ -129,8 +144,15 @@ def test_sigkill_during_compaction_and_cleaning_then_restart(spark, tmp_path, ta
         base = str(tmp_path / f"t{attempt}")
         model, _ = _setup(spark, base, **SETUP)
         # file groups with log files: one plan operation each (log file names start with ".<file id>_")
-        ops = len({n.split("_")[0].lstrip(".") for d, _s, names in os.walk(base) if ".hoodie" not in d
-                   for n in names if ".log." in n})
+        ops = len(
+            {
+                n.split("_")[0].lstrip(".")
+                for d, _s, names in os.walk(base)
+                if ".hoodie" not in d
+                for n in names
+                if ".log." in n
+            }
+        )
         assert ops >= 2
         killed = _run_until(target, base, ops)
         phase = _classify(base) if killed else "finished"
@@ -147,8 +169,11 @@ def test_sigkill_during_compaction_and_cleaning_then_restart(spark, tmp_path, ta
     state = timeline_state(base)
     instant, s = _compaction(state)
     assert s == 2, (instant, s)
-    pending = [(ts, action) for (ts, action), st in state.items()  # a completed compaction is `<ts>.commit`
-               if st < 2 and not (action == "compaction" and state.get((ts, "commit")) == 2)]
+    pending = [
+        (ts, action)
+        for (ts, action), st in state.items()  # a completed compaction is `<ts>.commit`
+        if st < 2 and not (action == "compaction" and state.get((ts, "commit")) == 2)
+    ]
     assert not pending, f"nothing stays pending after the restart: {pending}"
     stats = Timeline(base).read_commit_metadata(instant).all_write_stats()
     assert len(stats) == ops

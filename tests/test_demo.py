@@ -35,8 +35,13 @@ def _model(source):
 def test_demo_runs_and_its_table_reads_as_the_model(tmp_path):
     base = tmp_path / "orders"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-    done = subprocess.run([sys.executable, "-m", "hoodie_stream", "demo", "--path", str(base)], capture_output=True,
-                          text=True, env=env, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "hoodie_stream", "demo", "--path", str(base)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stdout + done.stderr, (done.stdout + done.stderr)[-3000:]
     assert len(re.findall(r"deltacommit\s+UPSERT", done.stdout)) == 5  # one per micro-batch

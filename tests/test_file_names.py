@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from conftest import LOG_FILES, v6_table_zips, unzip_table
+from conftest import LOG_FILES, unzip_table, v6_table_zips
 from hoodie_stream.errors import HoodieFormatError
 from hoodie_stream.format.file_names import (
     BaseFileName,
@@ -44,7 +44,7 @@ def test_fixture_file_names():
 @pytest.mark.parametrize("zip_path", v6_table_zips(), ids=lambda z: z.stem)
 def test_fixture_table_file_names(zip_path, tmp_path):
     base = unzip_table(zip_path, tmp_path)
-    for directory, dirs, files in os.walk(base):
+    for _directory, dirs, files in os.walk(base):
         dirs[:] = [d for d in dirs if d != ".hoodie"]
         for name in files:
             if name.endswith(".parquet"):
@@ -62,12 +62,23 @@ def test_optional_token_cdc_and_non_matches():
     assert log_file_name(FID, "001", 3, None) == f".{FID}_001.log.3"
     cdc = parse_log_file_name(f".{FID}_001.log.2_1-0-1.cdc")
     assert cdc == LogFileName(FID, "001", 2, "1-0-1", True) and cdc.name == f".{FID}_001.log.2_1-0-1.cdc"
-    for bad in [f"{FID}_001.log.1_0-1-2", f".{FID}_001.log.x_0-1-2", f".{FID}_001.log.1_0-1",
-                f".{FID}_001.log.1_0-1-2.tmp", ".commits_.archive.1_1-0-1", f".{FID}_001.log.1_0-1-2.marker.APPEND",
-                "_tmp_abc_f_001.log.1_0-1-2.writing"]:
+    for bad in [
+        f"{FID}_001.log.1_0-1-2",
+        f".{FID}_001.log.x_0-1-2",
+        f".{FID}_001.log.1_0-1",
+        f".{FID}_001.log.1_0-1-2.tmp",
+        ".commits_.archive.1_1-0-1",
+        f".{FID}_001.log.1_0-1-2.marker.APPEND",
+        "_tmp_abc_f_001.log.1_0-1-2.writing",
+    ]:
         assert parse_log_file_name(bad) is None, bad
-    for bad in [f"{FID}_0-1-2_001.parquet.marker.CREATE", f"{FID}_001.parquet", f".{FID}_0-1-2_001.parquet",
-                "part-00000.parquet", f"{FID}_0-1-2_001.orc"]:
+    for bad in [
+        f"{FID}_0-1-2_001.parquet.marker.CREATE",
+        f"{FID}_001.parquet",
+        f".{FID}_0-1-2_001.parquet",
+        "part-00000.parquet",
+        f"{FID}_0-1-2_001.orc",
+    ]:
         assert parse_base_file_name(bad) is None, bad
 
 
@@ -88,14 +99,14 @@ def test_builders_validate():
 
 def test_log_sort_key_follows_hudi_comparator():
     ordered = [
-        f".{FID}_001.log.1",            # null write token sorts first
+        f".{FID}_001.log.1",  # null write token sorts first
         f".{FID}_001.log.1_0-1-1",
         f".{FID}_001.log.1_0-1-1.cdc",  # same token: suffix '' < '.cdc'
-        f".{FID}_001.log.1_10-0-0",     # tokens compare as strings
+        f".{FID}_001.log.1_10-0-0",  # tokens compare as strings
         f".{FID}_001.log.1_9-0-0",
         f".{FID}_001.log.2_0-0-0",
-        f".{FID}_001.log.10_0-0-0",     # versions compare as integers
-        f".{FID}_002.log.1_0-0-0",      # base instant first
+        f".{FID}_001.log.10_0-0-0",  # versions compare as integers
+        f".{FID}_002.log.1_0-0-0",  # base instant first
     ]
     shuffled = ordered[:]
     random.Random(7).shuffle(shuffled)
@@ -134,7 +145,10 @@ def test_timeline_server_markers(tmp_path):
         f.write("p/x_0-1-2_003.parquet.marker.CREATE\np/.x_001.log.1_0-1-2.marker.APPEND\n")
     with open(os.path.join(root, "MARKERS1"), "w") as f:
         f.write("")
-    assert list_markers(str(tmp_path), "003") == [("p/.x_001.log.1_0-1-2", "APPEND"), ("p/x_0-1-2_003.parquet", "CREATE")]
+    assert list_markers(str(tmp_path), "003") == [
+        ("p/.x_001.log.1_0-1-2", "APPEND"),
+        ("p/x_0-1-2_003.parquet", "CREATE"),
+    ]
     with open(os.path.join(root, "MARKERS1"), "w") as f:
         f.write("junk\n")
     with pytest.raises(HoodieFormatError):

@@ -17,8 +17,14 @@ def rows(*triples, part="p1"):
 
 
 def new_table(base):
-    return HoodieWriter.create(base, table_name="view", record_key_fields=["id"], schema=SCHEMA,
-                               precombine_field="ts", partition_fields=["part"])
+    return HoodieWriter.create(
+        base,
+        table_name="view",
+        record_key_fields=["id"],
+        schema=SCHEMA,
+        precombine_field="ts",
+        partition_fields=["part"],
+    )
 
 
 def visible(table, **kw):
@@ -34,10 +40,23 @@ def test_logs_under_pending_compaction_join_the_previous_slice(tmp_path):
     i1 = txn.commit()
     # a compaction is planned for the slice, but not executed
     compaction = new_instant_time(writer.timeline.last_instant_time())
-    plan = {"operations": [{"baseInstantTime": i1, "deltaFilePaths": [first.path.rsplit("/", 1)[-1]],
-                            "dataFilePath": None, "fileId": first.file_id, "partitionPath": "p1",
-                            "metrics": {}, "bootstrapFilePath": None}],
-            "extraMetadata": None, "version": 2, "strategy": None, "preserveHoodieMetadata": None}
+    plan = {
+        "operations": [
+            {
+                "baseInstantTime": i1,
+                "deltaFilePaths": [first.path.rsplit("/", 1)[-1]],
+                "dataFilePath": None,
+                "fileId": first.file_id,
+                "partitionPath": "p1",
+                "metrics": {},
+                "bootstrapFilePath": None,
+            }
+        ],
+        "extraMetadata": None,
+        "version": 2,
+        "strategy": None,
+        "preserveHoodieMetadata": None,
+    }
     writer.timeline.create_requested(compaction, "compaction", write_container("HoodieCompactionPlan", plan))
     writer.timeline.reload()
     # a later write goes to the new slice (base instant = the compaction instant)

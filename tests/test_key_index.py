@@ -9,14 +9,17 @@ from hoodie_stream.checkpoints import key_index
 from hoodie_stream.checkpoints.key_index import STATE_SCHEMA, KeyIndex, key_hashes
 
 KEYS = st.text(alphabet=st.sampled_from(list("ab,:/ é漢\u0001") + ["0", "1"]), max_size=6)
-CHANGE = st.dictionaries(KEYS, st.tuples(st.sampled_from(["", "p=1", "p=2"]), st.sampled_from(["f1", "f2", "f3"])),
-                         max_size=30)
+CHANGE = st.dictionaries(
+    KEYS, st.tuples(st.sampled_from(["", "p=1", "p=2"]), st.sampled_from(["f1", "f2", "f3"])), max_size=30
+)
 
 
 def _table(change):
     keys = list(change)
-    return pa.table({"key": keys, "partition": [change[k][0] for k in keys],
-                     "file_id": [change[k][1] for k in keys]}, schema=STATE_SCHEMA)
+    return pa.table(
+        {"key": keys, "partition": [change[k][0] for k in keys], "file_id": [change[k][1] for k in keys]},
+        schema=STATE_SCHEMA,
+    )
 
 
 def _check(index, model, probes):
@@ -26,8 +29,9 @@ def _check(index, model, probes):
     assert partition.to_pylist() == [model[k][0] if k in model else None for k in probes]
     assert file_id.to_pylist() == [model[k][1] if k in model else None for k in probes]
     table = index.to_table()
-    assert sorted(zip(*[table[c].to_pylist() for c in STATE_SCHEMA.names])) == \
-        sorted((k, p, f) for k, (p, f) in model.items())
+    assert sorted(zip(*[table[c].to_pylist() for c in STATE_SCHEMA.names])) == sorted(
+        (k, p, f) for k, (p, f) in model.items()
+    )
 
 
 def _run(initial, changes, probes):
@@ -84,10 +88,9 @@ def test_state_files_reload_to_the_same_index(initial, changes):
     """Saved as a full file plus deltas (keys repeated across deltas), a key group reloads, cold, to the model:
     the newest delta of a key wins when the deltas are applied together."""
     import tempfile
+    from unittest import mock
 
     from hoodie_stream.checkpoints import index_state
-
-    from unittest import mock
 
     with tempfile.TemporaryDirectory() as base, mock.patch.object(index_state, "full_due", lambda *args: False):
         model = dict(initial)
@@ -123,8 +126,10 @@ def test_full_files_are_used_in_place_and_older_ones_still_load(state):
         older = os.path.join(os.path.join(base, index_state.group_dir(1)), "20260101000000001.full.arrow")
         os.makedirs(os.path.dirname(older))
         table = key_index.coded(_table(state)).combine_chunks()
-        with pa.OSFile(older, "wb") as sink, ipc.new_file(
-                sink, table.schema, options=ipc.IpcWriteOptions(compression="zstd")) as writer:
+        with (
+            pa.OSFile(older, "wb") as sink,
+            ipc.new_file(sink, table.schema, options=ipc.IpcWriteOptions(compression="zstd")) as writer,
+        ):
             writer.write_table(table)
         index_state._CACHE.clear()
         for kg in (0, 1):
@@ -167,7 +172,9 @@ def test_loading_deletes_what_the_newest_committed_full_file_replaces(monkeypatc
         loaded, _ = index_state.load_index(base, 0, committed)
         _check(loaded, model, list(model))
         assert sorted(os.listdir(os.path.join(base, index_state.group_dir(0)))) == [
-            "2026010100000%04d.full.arrow" % every, "2026010100000%04d.delta.arrow" % (every + 1)]
+            "2026010100000%04d.full.arrow" % every,
+            "2026010100000%04d.delta.arrow" % (every + 1),
+        ]
 
 
 def test_key_groups_take_turns_writing_full_files():
@@ -192,6 +199,6 @@ def test_key_groups_take_turns_writing_full_files():
                 deltas[kg] += 1
             assert deltas[kg] < 2 * COMPACT_EVERY
         per_batch.append(fulls)
-    assert max(per_batch[2 * COMPACT_EVERY:]) <= 128 // 4, per_batch
+    assert max(per_batch[2 * COMPACT_EVERY :]) <= 128 // 4, per_batch
     mean = sum(intervals) / len(intervals)
     assert COMPACT_EVERY * 0.75 <= mean <= COMPACT_EVERY * 1.5, mean

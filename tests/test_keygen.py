@@ -5,7 +5,6 @@ import zoneinfo
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from storage_helpers import at
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,14 +12,21 @@ from conftest import v6_table_zips
 from hoodie_stream.errors import HoodieConfigError, HoodieKeyError
 from hoodie_stream.format.java_properties import load_bytes
 from hoodie_stream.format.keygen import (
-    ComplexKeyGenerator, NonpartitionedKeyGenerator, SimpleKeyGenerator, TimestampBasedKeyGenerator,
-    java_double_str, make_key_generator, value_strings,
+    ComplexKeyGenerator,
+    NonpartitionedKeyGenerator,
+    SimpleKeyGenerator,
+    TimestampBasedKeyGenerator,
+    java_double_str,
+    make_key_generator,
+    value_strings,
 )
+from storage_helpers import at
 
 HIVE_ESCAPES = set(chr(c) for c in range(0x20)) | set("\"#%'*/:=?\\\x7f{[]^")
 
 
 # ------------------------------------------------------------------ plain per-row model of the Java rules
+
 
 def escape(value):
     return "".join(f"%{ord(c):02X}" if c in HIVE_ESCAPES else c for c in value)
@@ -60,6 +66,7 @@ def model_partition(row, fields, hive, encode):
 
 
 # ------------------------------------------------------------------ fixtures
+
 
 def table_files(base):
     return [p for p in base.rglob("*.parquet") if ".hoodie" not in p.parts]
@@ -112,16 +119,17 @@ def test_fixture_parquet_log_blocks(fixture_table):
 
 # ------------------------------------------------------------------ property tests against the model
 
-key_text = st.text(alphabet=st.sampled_from(list("ab,:/ =%#?\\'\"é中\U0001F600\x01\x7f{[]^*") + ["x"]), max_size=6)
+key_text = st.text(alphabet=st.sampled_from(list("ab,:/ =%#?\\'\"é中\U0001f600\x01\x7f{[]^*") + ["x"]), max_size=6)
 maybe_text = st.one_of(st.none(), st.just(""), key_text)
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(maybe_text, maybe_text, maybe_text), min_size=1, max_size=12),
-       st.booleans(), st.booleans())
+@given(st.lists(st.tuples(maybe_text, maybe_text, maybe_text), min_size=1, max_size=12), st.booleans(), st.booleans())
 def test_complex_matches_model(rows, hive, encode):
-    table = pa.table({"k1": [r[0] for r in rows], "k2": [r[1] for r in rows], "p": [r[2] for r in rows]},
-                     schema=pa.schema([("k1", pa.string()), ("k2", pa.string()), ("p", pa.string())]))
+    table = pa.table(
+        {"k1": [r[0] for r in rows], "k2": [r[1] for r in rows], "p": [r[2] for r in rows]},
+        schema=pa.schema([("k1", pa.string()), ("k2", pa.string()), ("p", pa.string())]),
+    )
     dicts = table.to_pylist()
     kg = ComplexKeyGenerator(["k1", "k2"], ["p", "k2"], hive_style=hive, url_encode=encode)
     assert kg.partition_paths(table).to_pylist() == [model_partition(r, ["p", "k2"], hive, encode) for r in dicts]
@@ -138,8 +146,10 @@ def test_complex_matches_model(rows, hive, encode):
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(maybe_text, maybe_text), min_size=1, max_size=12), st.booleans(), st.booleans())
 def test_simple_matches_model(rows, hive, encode):
-    table = pa.table({"k": [r[0] for r in rows], "p": [r[1] for r in rows]},
-                     schema=pa.schema([("k", pa.string()), ("p", pa.string())]))
+    table = pa.table(
+        {"k": [r[0] for r in rows], "p": [r[1] for r in rows]},
+        schema=pa.schema([("k", pa.string()), ("p", pa.string())]),
+    )
     dicts = table.to_pylist()
     kg = SimpleKeyGenerator(["k"], ["p"], hive_style=hive, url_encode=encode)
     assert kg.partition_paths(table).to_pylist() == [model_partition(r, ["p"], hive, encode) for r in dicts]
@@ -155,7 +165,7 @@ def test_simple_matches_model(rows, hive, encode):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.one_of(st.none(), st.integers(-2**63, 2**63 - 1)), min_size=1, max_size=10))
+@given(st.lists(st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)), min_size=1, max_size=10))
 def test_integer_values(values):
     table = pa.table({"id": pa.array(values, pa.int64()), "b": pa.array([None] * len(values), pa.int8())})
     got = value_strings(table, "id").to_pylist()
@@ -170,8 +180,13 @@ def test_integer_values(values):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.decimals(allow_nan=False, allow_infinity=False, places=8,
-                            min_value=-10**9, max_value=10**9), min_size=1, max_size=8))
+@given(
+    st.lists(
+        st.decimals(allow_nan=False, allow_infinity=False, places=8, min_value=-(10**9), max_value=10**9),
+        min_size=1,
+        max_size=8,
+    )
+)
 def test_decimal_values_as_bigdecimal(values):
     arr = pa.array(values, pa.decimal128(18, 8))
     expected = [str(decimal.Decimal(v).quantize(decimal.Decimal("1E-8"))) for v in values]
@@ -179,16 +194,26 @@ def test_decimal_values_as_bigdecimal(values):
 
 
 def test_scalar_rendering():
-    t = pa.table({
-        "f64": pa.array([1.0, 1e7, 0.001, 1e-4, 123456.789, -0.0, 1.5e300, float("nan")]),
-        "f32": pa.array([0.1, 1e10, 3.0, 2.5e-5, 1.0, 1.0, 1.0, 1.0], pa.float32()),
-        "b": pa.array([True, False] * 4),
-        "d": pa.array([datetime.date(2023, 4, 1)] * 8, pa.date32()),
-        "ts": pa.array([datetime.datetime(2023, 4, 1, 12, 1, 0, 123000)] * 8, pa.timestamp("us")),
-        "s16": pa.array([-300] * 8, pa.int16()),
-    })
+    t = pa.table(
+        {
+            "f64": pa.array([1.0, 1e7, 0.001, 1e-4, 123456.789, -0.0, 1.5e300, float("nan")]),
+            "f32": pa.array([0.1, 1e10, 3.0, 2.5e-5, 1.0, 1.0, 1.0, 1.0], pa.float32()),
+            "b": pa.array([True, False] * 4),
+            "d": pa.array([datetime.date(2023, 4, 1)] * 8, pa.date32()),
+            "ts": pa.array([datetime.datetime(2023, 4, 1, 12, 1, 0, 123000)] * 8, pa.timestamp("us")),
+            "s16": pa.array([-300] * 8, pa.int16()),
+        }
+    )
     assert value_strings(t, "f64").to_pylist() == [
-        "1.0", "1.0E7", "0.001", "1.0E-4", "123456.789", "-0.0", "1.5E300", "NaN"]
+        "1.0",
+        "1.0E7",
+        "0.001",
+        "1.0E-4",
+        "123456.789",
+        "-0.0",
+        "1.5E300",
+        "NaN",
+    ]
     assert value_strings(t, "f32").to_pylist()[:4] == ["0.1", "1.0E10", "3.0", "2.5E-5"]
     assert value_strings(t, "b").to_pylist()[:2] == ["true", "false"]
     assert value_strings(t, "d").to_pylist()[0] == "2023-04-01"
@@ -211,10 +236,14 @@ def test_nonpartitioned():
     t = pa.table({"id": [1, 2], "name": ["a", None]})
     assert NonpartitionedKeyGenerator(["id"]).partition_paths(t).to_pylist() == ["", ""]
     assert NonpartitionedKeyGenerator(["id"]).record_keys(t).to_pylist() == ["1", "2"]
-    assert NonpartitionedKeyGenerator(["id", "name"]).record_keys(t).to_pylist() == ["id:1,name:a", "id:2,name:__null__"]
+    assert NonpartitionedKeyGenerator(["id", "name"]).record_keys(t).to_pylist() == [
+        "id:1,name:a",
+        "id:2,name:__null__",
+    ]
 
 
 # ------------------------------------------------------------------ timestamp based
+
 
 def model_timestamp_partition(epoch_ms, zone, fmt):
     tz = datetime.timezone.utc if zone is None else zoneinfo.ZoneInfo(zone)
@@ -223,12 +252,15 @@ def model_timestamp_partition(epoch_ms, zone, fmt):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(-2_000_000_000_000, 4_000_000_000_000), min_size=1, max_size=8),
-       st.sampled_from([None, "UTC", "Asia/Kolkata", "America/Los_Angeles"]))
+@given(
+    st.lists(st.integers(-2_000_000_000_000, 4_000_000_000_000), min_size=1, max_size=8),
+    st.sampled_from([None, "UTC", "Asia/Kolkata", "America/Los_Angeles"]),
+)
 def test_epoch_millis_partitions(values, zone):
     props = {
         "hoodie.table.keygenerator.class": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
-        "hoodie.table.recordkey.fields": "id", "hoodie.table.partition.fields": "ts",
+        "hoodie.table.recordkey.fields": "id",
+        "hoodie.table.partition.fields": "ts",
         "hoodie.keygen.timebased.timestamp.type": "EPOCHMILLISECONDS",
         "hoodie.keygen.timebased.output.dateformat": "yyyy/MM/dd/HH'h'mm",
     }
@@ -242,19 +274,26 @@ def test_epoch_millis_partitions(values, zone):
 def test_date_string_partitions():
     base = {
         "hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
-        "hoodie.datasource.write.recordkey.field": "id", "hoodie.datasource.write.partitionpath.field": "ts_str",
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.partitionpath.field": "ts_str",
         "hoodie.keygen.timebased.timestamp.type": "DATE_STRING",
         "hoodie.keygen.timebased.input.dateformat": "yyyy-MM-dd'T'HH:mm:ss.SSSZ,yyyy-MM-dd",
         "hoodie.keygen.timebased.output.dateformat": "yyyy/MM/dd/HH",
     }
-    t = pa.table({"id": [1, 2, 3, 4], "ts_str": ["2023-04-01T23:30:00.123Z", "2023-04-01T23:30:00.123+0530",
-                                                 "2023-04-02", None]})
+    t = pa.table(
+        {"id": [1, 2, 3, 4], "ts_str": ["2023-04-01T23:30:00.123Z", "2023-04-01T23:30:00.123+0530", "2023-04-02", None]}
+    )
     kg = make_key_generator(base)
     # no zone configured: output uses the offset parsed from each value; null -> epoch 1 ms
     assert kg.partition_paths(t).to_pylist() == ["2023/04/01/23", "2023/04/01/23", "2023/04/02/00", "1970/01/01/00"]
-    kg = make_key_generator({**base, "hoodie.keygen.timebased.output.timezone": "UTC",
-                             "hoodie.datasource.write.hive_style_partitioning": "true",
-                             "hoodie.datasource.write.partitionpath.urlencode": "true"})
+    kg = make_key_generator(
+        {
+            **base,
+            "hoodie.keygen.timebased.output.timezone": "UTC",
+            "hoodie.datasource.write.hive_style_partitioning": "true",
+            "hoodie.datasource.write.partitionpath.urlencode": "true",
+        }
+    )
     assert kg.partition_paths(t).to_pylist()[:2] == ["ts_str=2023%2F04%2F01%2F23", "ts_str=2023%2F04%2F01%2F18"]
     with pytest.raises(HoodieKeyError, match="row 1"):
         kg.partition_paths(pa.table({"id": [1, 2], "ts_str": ["2023-04-02", "garbage"]}))
@@ -263,7 +302,8 @@ def test_date_string_partitions():
 def test_scalar_and_unix_and_date_column():
     props = {
         "hoodie.table.keygenerator.class": "org.apache.hudi.keygen.TimestampBasedAvroKeyGenerator",
-        "hoodie.table.recordkey.fields": "id", "hoodie.table.partition.fields": "t",
+        "hoodie.table.recordkey.fields": "id",
+        "hoodie.table.partition.fields": "t",
         "hoodie.keygen.timebased.timestamp.type": "SCALAR",
         "hoodie.keygen.timebased.timestamp.scalar.time.unit": "days",
         "hoodie.keygen.timebased.output.dateformat": "yyyyMMdd",
@@ -276,28 +316,44 @@ def test_scalar_and_unix_and_date_column():
 
 
 def test_make_key_generator_variants():
-    kg = make_key_generator({"hoodie.datasource.write.recordkey.field": "a,b",
-                             "hoodie.datasource.write.partitionpath.field": "p"})
+    kg = make_key_generator(
+        {"hoodie.datasource.write.recordkey.field": "a,b", "hoodie.datasource.write.partitionpath.field": "p"}
+    )
     assert isinstance(kg, ComplexKeyGenerator)
     kg = make_key_generator({"hoodie.datasource.write.recordkey.field": "a"})
     assert isinstance(kg, NonpartitionedKeyGenerator)
     kg = make_key_generator({"hoodie.table.recordkey.fields": "a", "hoodie.table.partition.fields": "p"})
     assert isinstance(kg, SimpleKeyGenerator)
     with pytest.raises(HoodieConfigError):
-        make_key_generator({"hoodie.table.keygenerator.class": "org.apache.hudi.keygen.CustomKeyGenerator",
-                            "hoodie.table.recordkey.fields": "a"})
+        make_key_generator(
+            {
+                "hoodie.table.keygenerator.class": "org.apache.hudi.keygen.CustomKeyGenerator",
+                "hoodie.table.recordkey.fields": "a",
+            }
+        )
     with pytest.raises(HoodieConfigError):
-        make_key_generator({"hoodie.table.keygenerator.class": "org.apache.hudi.keygen.SimpleKeyGenerator",
-                            "hoodie.table.recordkey.fields": "a,b", "hoodie.table.partition.fields": "p"})
-    kg = make_key_generator({"hoodie.table.keygenerator.class": "org.apache.hudi.keygen.ComplexKeyGenerator",
-                             "hoodie.table.recordkey.fields": "a", "hoodie.write.complex.keygen.new.encoding": "true"})
+        make_key_generator(
+            {
+                "hoodie.table.keygenerator.class": "org.apache.hudi.keygen.SimpleKeyGenerator",
+                "hoodie.table.recordkey.fields": "a,b",
+                "hoodie.table.partition.fields": "p",
+            }
+        )
+    kg = make_key_generator(
+        {
+            "hoodie.table.keygenerator.class": "org.apache.hudi.keygen.ComplexKeyGenerator",
+            "hoodie.table.recordkey.fields": "a",
+            "hoodie.write.complex.keygen.new.encoding": "true",
+        }
+    )
     assert kg.record_keys(pa.table({"a": ["x"]})).to_pylist() == ["x"]
 
 
 def test_compact_date_string_and_month_names():
     props = {
         "hoodie.table.keygenerator.class": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
-        "hoodie.table.recordkey.fields": "id", "hoodie.table.partition.fields": "d",
+        "hoodie.table.recordkey.fields": "id",
+        "hoodie.table.partition.fields": "d",
         "hoodie.keygen.timebased.timestamp.type": "DATE_STRING",
         "hoodie.keygen.timebased.input.dateformat": "yyyyMMddHH|dd MMM yyyy",
         "hoodie.keygen.timebased.input.dateformat.list.delimiter.regex": "\\|",

@@ -8,13 +8,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from storage_helpers import at
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from conftest import LOG_FILES, v6_table_zips
 
+from conftest import LOG_FILES, v6_table_zips
 from hoodie_stream.errors import HoodieFormatError
-from hoodie_stream.format.file_names import log_sort_key, parse_log_file_name
 from hoodie_stream.format.data_block import (
     avro_data_content,
     parquet_data_content,
@@ -22,6 +20,7 @@ from hoodie_stream.format.data_block import (
     split_avro_data_content,
 )
 from hoodie_stream.format.delete_block import delete_content, parse_delete_content
+from hoodie_stream.format.file_names import log_sort_key, parse_log_file_name
 from hoodie_stream.format.log_block import (
     MAGIC,
     BlockType,
@@ -33,6 +32,7 @@ from hoodie_stream.format.log_block import (
 )
 from hoodie_stream.format.log_reader import read_log_blocks, read_log_file
 from hoodie_stream.format.log_writer import encode_log_file, write_log_file
+from storage_helpers import at
 
 hudi = pytest.importorskip("hudi")
 
@@ -47,7 +47,7 @@ def fastavro_count(block):
     pos = 8
     for _ in range(count):
         (length,) = struct.unpack_from(">i", block.content, pos)
-        stream = io.BytesIO(block.content[pos + 4:pos + 4 + length])
+        stream = io.BytesIO(block.content[pos + 4 : pos + 4 + length])
         fastavro.schemaless_reader(stream, schema, None)
         assert stream.tell() == length
         pos += 4 + length
@@ -62,7 +62,7 @@ def check_round_trip(path):
     assert encode_log_file(blocks) == data
     for block in blocks:
         assert block.block_type != BlockType.CORRUPT
-        assert encode_block(block) == data[block.offset:block.offset + block.size]
+        assert encode_block(block) == data[block.offset : block.offset + block.size]
         if block.block_type == BlockType.AVRO_DATA:
             buffer, offsets = split_avro_data_content(block.content)
             assert len(offsets) - 1 == fastavro_count(block)
@@ -131,9 +131,14 @@ def test_fixture_table_logs_against_hudi(zip_path, fixture_table):
         rolled_back = set()
         for k, rel in enumerate(rel_logs):
             blocks = read_log_file(*at(base / rel))
-            current = reader.read_file_slice_from_paths(base_file, rel_logs[:k + 1])
-            counted = [b for b in blocks if b.block_type != BlockType.COMMAND
-                       and _completed(base, b.instant_time) and b.instant_time not in rolled_back]
+            current = reader.read_file_slice_from_paths(base_file, rel_logs[: k + 1])
+            counted = [
+                b
+                for b in blocks
+                if b.block_type != BlockType.COMMAND
+                and _completed(base, b.instant_time)
+                and b.instant_time not in rolled_back
+            ]
             for b in blocks:
                 if b.block_type == BlockType.COMMAND:
                     rolled_back.add(b.header[HeaderKey.TARGET_INSTANT_TIME])
@@ -156,10 +161,14 @@ def test_fixture_table_logs_against_hudi(zip_path, fixture_table):
 # ------------------------------------------------------------------------------------- blocks written here
 
 SCHEMA = {
-    "type": "record", "name": "rec", "namespace": "hoodie.t",
-    "fields": [{"name": "_hoodie_record_key", "type": ["null", "string"], "default": None},
-               {"name": "v", "type": ["null", "long"], "default": None},
-               {"name": "s", "type": ["null", "string"], "default": None}],
+    "type": "record",
+    "name": "rec",
+    "namespace": "hoodie.t",
+    "fields": [
+        {"name": "_hoodie_record_key", "type": ["null", "string"], "default": None},
+        {"name": "v", "type": ["null", "long"], "default": None},
+        {"name": "s", "type": ["null", "string"], "default": None},
+    ],
 }
 
 
@@ -229,15 +238,37 @@ def test_bad_contents_raise():
 def test_delete_ordering_wrappers():
     import datetime
     import decimal
-    vals = [None, 3, 2**40, 1.5, "s", True, b"b", datetime.date(2024, 1, 2),
-            datetime.datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=datetime.timezone.utc),
-            decimal.Decimal("1.500000000000000"), np.int32(9)]
+
+    vals = [
+        None,
+        3,
+        2**40,
+        1.5,
+        "s",
+        True,
+        b"b",
+        datetime.date(2024, 1, 2),
+        datetime.datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=datetime.timezone.utc),
+        decimal.Decimal("1.500000000000000"),
+        np.int32(9),
+    ]
     keys = [f"k{i}" for i in range(len(vals))]
     content = delete_content(keys, ["p"] * len(vals), vals)
     parsed = parse_delete_content(content, with_wrapper=True)
     wrappers = [v[0] if v else None for _k, _p, v in parsed]
-    assert wrappers == [None, "LongWrapper", "LongWrapper", "DoubleWrapper", "StringWrapper", "BooleanWrapper",
-                        "BytesWrapper", "DateWrapper", "TimestampMicrosWrapper", "DecimalWrapper", "LongWrapper"]
+    assert wrappers == [
+        None,
+        "LongWrapper",
+        "LongWrapper",
+        "DoubleWrapper",
+        "StringWrapper",
+        "BooleanWrapper",
+        "BytesWrapper",
+        "DateWrapper",
+        "TimestampMicrosWrapper",
+        "DecimalWrapper",
+        "LongWrapper",
+    ]
     assert [v for _k, _p, v in parse_delete_content(content)][:7] == [None, 3, 2**40, 1.5, "s", True, b"b"]
     hinted = parse_delete_content(delete_content(["a", "b"], ["p", "p"], [0, 7], wrapper="int"), with_wrapper=True)
     assert [v for _k, _p, v in hinted] == [("IntWrapper", 0), ("IntWrapper", 7)]
@@ -337,8 +368,12 @@ def test_decode_block_rejects_other_versions():
 
 
 def test_header_order_and_footer_preserved():
-    block = LogBlock(BlockType.AVRO_DATA, {HeaderKey.SCHEMA: "{}", HeaderKey.INSTANT_TIME: "1"},
-                     avro_data_content(b"", np.zeros(1, np.int64)), {HeaderKey.BLOCK_IDENTIFIER: "x"})
+    block = LogBlock(
+        BlockType.AVRO_DATA,
+        {HeaderKey.SCHEMA: "{}", HeaderKey.INSTANT_TIME: "1"},
+        avro_data_content(b"", np.zeros(1, np.int64)),
+        {HeaderKey.BLOCK_IDENTIFIER: "x"},
+    )
     decoded, end = decode_block_at(encode_block(block), 0)
     assert list(decoded.header) == [HeaderKey.SCHEMA, HeaderKey.INSTANT_TIME]
     assert decoded.footer == {HeaderKey.BLOCK_IDENTIFIER: "x"}
@@ -348,8 +383,9 @@ def test_header_order_and_footer_preserved():
 def _streamed(block, piece=7):
     """The same block with its content handed over as an iterator of small segments (length not known up front)."""
     content = bytes(block.content)
-    return LogBlock(block.block_type, block.header, (content[i:i + piece] for i in range(0, len(content), piece)),
-                    block.footer)
+    return LogBlock(
+        block.block_type, block.header, (content[i : i + piece] for i in range(0, len(content), piece)), block.footer
+    )
 
 
 def test_streamed_block_content_is_written_byte_identical(tmp_path):
@@ -372,9 +408,14 @@ _DELETE_KEYS = st.lists(st.text(alphabet="ab/=é漢\u0001", min_size=1, max_size
 
 
 @settings(max_examples=150, deadline=None)
-@given(_DELETE_KEYS, st.sampled_from(["", "p=1", "city=São Paulo"]), st.sampled_from(
-    [None, pa.int32(), pa.int64(), pa.float64(), pa.string(), pa.bool_(), pa.timestamp("us"), pa.date32()]),
-    st.randoms(use_true_random=False))
+@given(
+    _DELETE_KEYS,
+    st.sampled_from(["", "p=1", "city=São Paulo"]),
+    st.sampled_from(
+        [None, pa.int32(), pa.int64(), pa.float64(), pa.string(), pa.bool_(), pa.timestamp("us"), pa.date32()]
+    ),
+    st.randoms(use_true_random=False),
+)
 def test_vectorized_delete_content_is_byte_identical(keys, partition, ordering_type, rnd):
     """The write path's DELETE encoding from Arrow arrays equals the record-by-record fastavro encoding of the same
     values (nulls: no ordering value), for every ordering type the writer meets."""
@@ -386,7 +427,7 @@ def test_vectorized_delete_content_is_byte_identical(keys, partition, ordering_t
         if rnd.random() < 0.3:
             return None
         if ordering_type in (pa.int32(), pa.int64()):
-            return rnd.randint(-2**31, 2**31 - 1)
+            return rnd.randint(-(2**31), 2**31 - 1)
         if ordering_type == pa.float64():
             return rnd.uniform(-1e6, 1e6)
         if ordering_type == pa.string():

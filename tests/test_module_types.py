@@ -23,14 +23,27 @@ def _context(tmp_path):
 
 def test_operators_travel_to_tasks(tmp_path):
     context = _context(tmp_path)
-    assign = AssignSpec(committed=frozenset({"20250101000000000"}), global_index=True, event_time=True,
-                        small_files={0: {"p": [("f-0", "20250101000000000", "", 3)]}}, new_file_capacity=2.7,
-                        num_tasks=2, write_plan=WritePlan(3, {"f-0": 10}))
-    write = WriteSpec(avro_schema={"type": "record", "name": "r", "fields": []}, batch_size_bytes=1, task_max_bytes=2,
-                      pending_compactions={("p", "f-0"): "20250101000000001"})
+    assign = AssignSpec(
+        committed=frozenset({"20250101000000000"}),
+        global_index=True,
+        event_time=True,
+        small_files={0: {"p": [("f-0", "20250101000000000", "", 3)]}},
+        new_file_capacity=2.7,
+        num_tasks=2,
+        write_plan=WritePlan(3, {"f-0": 10}),
+    )
+    write = WriteSpec(
+        avro_schema={"type": "record", "name": "r", "fields": []},
+        batch_size_bytes=1,
+        task_max_bytes=2,
+        pending_compactions={("p", "f-0"): "20250101000000001"},
+    )
     assert assign.new_file_capacity == 2
-    for op in (KeyBy(context, {"hoodie.table.recordkey.fields": "id"}), BucketAssigner(context, assign),
-               StreamWriteFunction(context, write)):
+    for op in (
+        KeyBy(context, {"hoodie.table.recordkey.fields": "id"}),
+        BucketAssigner(context, assign),
+        StreamWriteFunction(context, write),
+    ):
         again = pickle.loads(pickle.dumps(op))
         assert again.context == context
         assert again.context.storage.uri == context.storage.uri
@@ -40,11 +53,21 @@ def test_operators_travel_to_tasks(tmp_path):
         context.instant = "x"  # type: ignore[misc]
 
 
-_PLAN_OP = {"baseInstantTime": "20250101000000000", "deltaFilePaths": [".f-0_20250101000000000.log.1_0-1-0"],
-            "dataFilePath": "f-0_0-1-0_20250101000000000.parquet", "fileId": "f-0", "partitionPath": "p=1",
-            "metrics": {"TOTAL_LOG_FILES": 1.0, "TOTAL_LOG_FILES_SIZE": 100.0, "TOTAL_IO_READ_MB": 0.5,
-                        "TOTAL_IO_WRITE_MB": 0.5, "TOTAL_IO_MB": 1.0},
-            "bootstrapFilePath": None}
+_PLAN_OP = {
+    "baseInstantTime": "20250101000000000",
+    "deltaFilePaths": [".f-0_20250101000000000.log.1_0-1-0"],
+    "dataFilePath": "f-0_0-1-0_20250101000000000.parquet",
+    "fileId": "f-0",
+    "partitionPath": "p=1",
+    "metrics": {
+        "TOTAL_LOG_FILES": 1.0,
+        "TOTAL_LOG_FILES_SIZE": 100.0,
+        "TOTAL_IO_READ_MB": 0.5,
+        "TOTAL_IO_WRITE_MB": 0.5,
+        "TOTAL_IO_MB": 1.0,
+    },
+    "bootstrapFilePath": None,
+}
 
 
 @pytest.mark.parametrize("record", [_PLAN_OP, dict(_PLAN_OP, dataFilePath=None, partitionPath="")])
@@ -52,8 +75,13 @@ def test_compaction_operation_is_the_plan_record(record):
     op = CompactionOperation.from_avro(record)
     assert op.to_avro() == record
     assert pickle.loads(pickle.dumps(op)) == op
-    plan = {"operations": [record], "extraMetadata": None, "version": 2, "strategy": None,
-            "preserveHoodieMetadata": True}
+    plan = {
+        "operations": [record],
+        "extraMetadata": None,
+        "version": 2,
+        "strategy": None,
+        "preserveHoodieMetadata": True,
+    }
     typed = dict(plan, operations=[op.to_avro()])
     sync = b"s" * 16
     assert write_container("HoodieCompactionPlan", typed, sync) == write_container("HoodieCompactionPlan", plan, sync)
@@ -75,5 +103,9 @@ def test_every_option_is_declared_once():
     opts = parse_options("/tables/orders", {"hoodie.datasource.write.recordkey.field": "id"})
     assert opts == dataclasses.replace(SinkOptions(), raw=opts.raw, table_name="orders", record_key_fields=["id"])
     assert opts.max_file_size == 120 * 1024 * 1024
-    assert parse_options("/t", {"hoodie.datasource.write.recordkey.field": "id",
-                                "write.parquet.max.file.size": "16"}).max_file_size == 16 * 1024 * 1024
+    assert (
+        parse_options(
+            "/t", {"hoodie.datasource.write.recordkey.field": "id", "write.parquet.max.file.size": "16"}
+        ).max_file_size
+        == 16 * 1024 * 1024
+    )

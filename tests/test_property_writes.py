@@ -16,18 +16,20 @@ from oracle import assert_same_rows, rs_read
 
 KEYS = ["k,1", "a:b", "x/y", "sp ace", "ünï", "日本", "plain", "k:1,2", "", "z"]
 PARTITIONS = ["north", "south", "ost-ü"]
-SCHEMA = pa.schema([
-    ("id", pa.string()),
-    ("region", pa.string()),
-    ("ts", pa.int64()),
-    ("amount", pa.decimal128(10, 2)),
-    ("day", pa.date32()),
-    ("at", pa.timestamp("us", tz="UTC")),
-    ("info", pa.struct([("a", pa.int32()), ("b", pa.string())])),
-    ("tags", pa.list_(pa.string())),
-    ("attrs", pa.map_(pa.string(), pa.int64())),
-    ("note", pa.string()),
-])
+SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("region", pa.string()),
+        ("ts", pa.int64()),
+        ("amount", pa.decimal128(10, 2)),
+        ("day", pa.date32()),
+        ("at", pa.timestamp("us", tz="UTC")),
+        ("info", pa.struct([("a", pa.int32()), ("b", pa.string())])),
+        ("tags", pa.list_(pa.string())),
+        ("attrs", pa.map_(pa.string(), pa.int64())),
+        ("note", pa.string()),
+    ]
+)
 DATA_COLUMNS = [f.name for f in SCHEMA]
 
 
@@ -38,7 +40,8 @@ def _row(key, part, ts, salt):
         "ts": ts,
         "amount": None if salt % 5 == 0 else decimal.Decimal(salt * 7 - 300) / 100,
         "day": datetime.date(2024, 1, 1) + datetime.timedelta(days=salt),
-        "at": datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(microseconds=salt * 1234567),
+        "at": datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
+        + datetime.timedelta(microseconds=salt * 1234567),
         "info": None if salt % 4 == 0 else {"a": salt, "b": None if salt % 3 == 0 else f"b{salt}"},
         "tags": None if salt % 6 == 0 else [f"t{i}" for i in range(salt % 3)],
         "attrs": None if salt % 7 == 0 else [(f"m{i}", i * salt) for i in range(salt % 2 + 1)],
@@ -47,7 +50,9 @@ def _row(key, part, ts, salt):
 
 
 event = st.one_of(
-    st.tuples(st.just("upsert"), st.sampled_from(KEYS[:-2] + ["z"]), st.integers(0, 2), st.integers(0, 4), st.integers(0, 50)),
+    st.tuples(
+        st.just("upsert"), st.sampled_from(KEYS[:-2] + ["z"]), st.integers(0, 2), st.integers(0, 4), st.integers(0, 50)
+    ),
     st.tuples(st.just("delete"), st.sampled_from(KEYS[:-2] + ["z"]), st.just(0), st.integers(0, 4), st.just(0)),
 )
 commit = st.tuples(st.lists(event, min_size=1, max_size=8), st.booleans())
@@ -101,8 +106,14 @@ class Model:
         for key, (row, _ts, instant) in (self.state if state is None else state).items():
             if row is None:
                 continue
-            out.append(dict(row, _hoodie_record_key=key, _hoodie_partition_path=f"region={row['region']}",
-                            _hoodie_commit_time=instant))
+            out.append(
+                dict(
+                    row,
+                    _hoodie_record_key=key,
+                    _hoodie_partition_path=f"region={row['region']}",
+                    _hoodie_commit_time=instant,
+                )
+            )
         return out
 
 
@@ -111,8 +122,13 @@ class Harness:
 
     def __init__(self, base, event_time):
         self.writer = HoodieWriter.create(
-            base, table_name="prop", record_key_fields=["id"], schema=SCHEMA,
-            precombine_field="ts" if event_time else None, partition_fields=["region"], hive_style=True,
+            base,
+            table_name="prop",
+            record_key_fields=["id"],
+            schema=SCHEMA,
+            precombine_field="ts" if event_time else None,
+            partition_fields=["region"],
+            hive_style=True,
         )
         self.index = {}  # key -> (partition path, file id, base instant, base file name)
         self.groups = {}  # partition path -> [(file id, base instant, base file name)]
@@ -163,8 +179,9 @@ class Harness:
             rows = updates + packed
             records = pa.Table.from_pylist(rows, schema=SCHEMA) if rows else None
             dels = ([k for k, _ in deletes], [o for _, o in deletes]) if deletes else None
-            txn.append_log(partition, file_id, base_instant, records, deletes=dels, num_inserts=len(packed),
-                           base_file=base_file)
+            txn.append_log(
+                partition, file_id, base_instant, records, deletes=dels, num_inserts=len(packed), base_file=base_file
+            )
             for r in packed:
                 self.index[r["id"]] = loc
         return txn.commit()
@@ -173,8 +190,17 @@ class Harness:
 def _check(base, model, instants):
     ours = HoodieTable(base)
     columns = DATA_COLUMNS + ["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_commit_time"]
-    expected = pa.Table.from_pylist(model.rows(), schema=pa.schema(list(SCHEMA) + [
-        ("_hoodie_record_key", pa.string()), ("_hoodie_partition_path", pa.string()), ("_hoodie_commit_time", pa.string())]))
+    expected = pa.Table.from_pylist(
+        model.rows(),
+        schema=pa.schema(
+            list(SCHEMA)
+            + [
+                ("_hoodie_record_key", pa.string()),
+                ("_hoodie_partition_path", pa.string()),
+                ("_hoodie_commit_time", pa.string()),
+            ]
+        ),
+    )
     snapshot = ours.read()
     assert_same_rows(snapshot, expected, columns, "ours vs model")
     theirs = rs_read(base)
@@ -184,7 +210,9 @@ def _check(base, model, instants):
         start, end = instants[-2], instants[-1]
         inc = ours.read("incremental", start=start, end=end)
         expected_inc = model.rows(model.window_state(start, end))
-        assert_same_rows(inc, pa.Table.from_pylist(expected_inc, schema=expected.schema), columns, "incremental vs model")
+        assert_same_rows(
+            inc, pa.Table.from_pylist(expected_inc, schema=expected.schema), columns, "incremental vs model"
+        )
         assert_same_rows(inc, rs_read(base, "incremental", start=start, end=end), None, "incremental vs hudi-rs")
 
 

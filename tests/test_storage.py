@@ -44,9 +44,8 @@ def test_create_if_absent_never_overwrites(tmp_path):
     s.create("t/1.deltacommit", b"first")
     with pytest.raises(HoodieObjectExistsError, match="already exists"):
         s.create("t/1.deltacommit", b"second")
-    with pytest.raises(HoodieObjectExistsError):
-        with s.open_output("t/1.deltacommit", create=True) as f:
-            f.write(b"third")
+    with pytest.raises(HoodieObjectExistsError), s.open_output("t/1.deltacommit", create=True) as f:
+        f.write(b"third")
     assert s.read("t/1.deltacommit") == b"first"
     assert os.listdir(tmp_path / "t") == ["1.deltacommit"], "no temporary file left behind"
 
@@ -54,10 +53,9 @@ def test_create_if_absent_never_overwrites(tmp_path):
 def test_a_failed_write_leaves_nothing(tmp_path):
     s = LocalStorage(tmp_path)
     s.write("x", b"old")
-    with pytest.raises(RuntimeError):
-        with s.open_output("x") as f:
-            f.write(b"new, half written")
-            raise RuntimeError("writer died")
+    with pytest.raises(RuntimeError), s.open_output("x") as f:
+        f.write(b"new, half written")
+        raise RuntimeError("writer died")
     assert s.read("x") == b"old" and os.listdir(tmp_path) == ["x"]
 
 
@@ -80,13 +78,22 @@ def test_writes_fsync_the_file_and_its_directory(tmp_path, monkeypatch):
     assert synced == ["file", "dir"]
 
 
-@pytest.mark.parametrize("path", ["/abs", "../up", "a/../../up", "a//b", "./a", "a/.", "a\\b", "nul\x00", "tab\tx",
-                                  "a/"])
+@pytest.mark.parametrize(
+    "path", ["/abs", "../up", "a/../../up", "a//b", "./a", "a/.", "a\\b", "nul\x00", "tab\tx", "a/"]
+)
 def test_paths_that_leave_the_root_are_refused(tmp_path, path):
     s = LocalStorage(tmp_path / "root")
-    for op in (lambda: s.write(path, b"x"), lambda: s.create(path, b"x"), lambda: s.read(path),
-               lambda: s.exists(path), lambda: s.list(path), lambda: s.delete(path), lambda: s.delete_tree(path),
-               lambda: s.local_file(path), lambda: s.child(path)):
+    for op in (
+        lambda: s.write(path, b"x"),
+        lambda: s.create(path, b"x"),
+        lambda: s.read(path),
+        lambda: s.exists(path),
+        lambda: s.list(path),
+        lambda: s.delete(path),
+        lambda: s.delete_tree(path),
+        lambda: s.local_file(path),
+        lambda: s.child(path),
+    ):
         with pytest.raises(HoodiePathError):
             op()
     assert not os.path.exists(tmp_path / "root") and sorted(os.listdir(tmp_path)) == []

@@ -44,8 +44,23 @@ def _audit(event, args):
     _AUDIT["bypass"].append((event, [os.fsdecode(p) for p in paths]))
 
 
-_FILE_EVENTS = {"open", "os.rename", "os.replace", "os.remove", "os.unlink", "os.listdir", "os.scandir", "os.mkdir",
-                "os.rmdir", "os.link", "os.truncate", "shutil.rmtree", "shutil.copyfile", "os.chmod", "os.utime"}
+_FILE_EVENTS = {
+    "open",
+    "os.rename",
+    "os.replace",
+    "os.remove",
+    "os.unlink",
+    "os.listdir",
+    "os.scandir",
+    "os.mkdir",
+    "os.rmdir",
+    "os.link",
+    "os.truncate",
+    "shutil.rmtree",
+    "shutil.copyfile",
+    "os.chmod",
+    "os.utime",
+}
 sys.addaudithook(_audit)
 
 BATCHES = 7
@@ -64,9 +79,17 @@ def recorded(tmp_path, monkeypatch):
 
 def test_whole_life_goes_through_the_storage_layer(spark, recorded):
     storage, tmp_path = recorded
-    options = dict(OPTIONS, **{"compaction.schedule.enabled": "true", "compaction.async.enabled": "false",
-                               "compaction.delta_commits": "2", "clean.async.enabled": "false",
-                               "clean.policy": "KEEP_LATEST_FILE_VERSIONS", "clean.retain_file_versions": "1"})
+    options = dict(
+        OPTIONS,
+        **{
+            "compaction.schedule.enabled": "true",
+            "compaction.async.enabled": "false",
+            "compaction.delta_commits": "2",
+            "clean.async.enabled": "false",
+            "clean.policy": "KEEP_LATEST_FILE_VERSIONS",
+            "clean.retain_file_versions": "1",
+        },
+    )
     sink = HoodieStreamSink(storage, options)
     model = TableModel()
     batches = generate_batches(BATCHES, seed=5)
@@ -74,9 +97,14 @@ def test_whole_life_goes_through_the_storage_layer(spark, recorded):
         if i == 3:
             # a write that dies half-way leaves an inflight instant with a file: the next batch rolls it back
             txn = HoodieWriter(storage).start()
-            txn.append_log("city=chennai", "00000000-dead-4bad-8000-000000000000-0", txn.instant,
-                           events_df(spark, events[:3]).toArrow().drop_columns([]).select(COLUMNS), num_inserts=3,
-                           new_file_group=True)
+            txn.append_log(
+                "city=chennai",
+                "00000000-dead-4bad-8000-000000000000-0",
+                txn.instant,
+                events_df(spark, events[:3]).toArrow().drop_columns([]).select(COLUMNS),
+                num_inserts=3,
+                new_file_group=True,
+            )
         sink(events_df(spark, events), i)
         model.apply_batch(events)
         assert table_rows(HoodieTable(storage).read()) == model.rows(), f"after batch {i}"
@@ -105,5 +133,6 @@ def test_whole_life_goes_through_the_storage_layer(spark, recorded):
     from_tasks = [c for c in calls if c["worker"]]
     assert any(c["op"] == "create" and ".log." in c["path"] for c in from_tasks), "log files written by tasks"
     assert any(c["op"] == "write" and c["path"].startswith(".hoodie/.aux/hoodie_stream/index/") for c in from_tasks)
-    assert any(c["op"] == "create" and c["path"].startswith(".hoodie/") and c["path"].endswith(".deltacommit")
-               for c in calls)
+    assert any(
+        c["op"] == "create" and c["path"].startswith(".hoodie/") and c["path"].endswith(".deltacommit") for c in calls
+    )

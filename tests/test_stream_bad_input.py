@@ -42,36 +42,79 @@ def assert_refused(spark, base, sink, rows, ddl, error, *needles, batch_id=1):
 
 def test_null_record_key(spark, table):
     base, sink = table
-    assert_refused(spark, base, sink, [(3, "sf", 1, "c", False), (None, "sf", 1, "nokey", False)], SCHEMA_DDL,
-                   HoodieKeyError, "'id'", "nokey")
+    assert_refused(
+        spark,
+        base,
+        sink,
+        [(3, "sf", 1, "c", False), (None, "sf", 1, "nokey", False)],
+        SCHEMA_DDL,
+        HoodieKeyError,
+        "'id'",
+        "nokey",
+    )
 
 
 def test_null_ordering_value(spark, table):
     base, sink = table
-    assert_refused(spark, base, sink, [(3, "sf", 1, "c", False), (4, "sf", None, "d", False)], SCHEMA_DDL,
-                   HoodieKeyError, "'ts'", "'4'")
+    assert_refused(
+        spark,
+        base,
+        sink,
+        [(3, "sf", 1, "c", False), (4, "sf", None, "d", False)],
+        SCHEMA_DDL,
+        HoodieKeyError,
+        "'ts'",
+        "'4'",
+    )
 
 
 def test_missing_ordering_field(spark, table):
     base, sink = table
-    assert_refused(spark, base, sink, [(3, "sf", "c")], "id long, city string, v string", HoodieConfigError,
-                   "'ts'")
+    assert_refused(spark, base, sink, [(3, "sf", "c")], "id long, city string, v string", HoodieConfigError, "'ts'")
 
 
 def test_missing_partition_field(spark, table):
     base, sink = table
-    assert_refused(spark, base, sink, [(3, 1, "c", False)], "id long, ts long, v string, _hoodie_is_deleted boolean",
-                   HoodieConfigError, "'city'")
+    assert_refused(
+        spark,
+        base,
+        sink,
+        [(3, 1, "c", False)],
+        "id long, ts long, v string, _hoodie_is_deleted boolean",
+        HoodieConfigError,
+        "'city'",
+    )
 
 
 def test_incompatible_schema_changes(spark, table):
     base, sink = table
-    assert_refused(spark, base, sink, [(3, "sf", 1, 7, False)],
-                   "id long, city string, ts long, v int, _hoodie_is_deleted boolean", HoodieError, "'v'")
-    assert_refused(spark, base, sink, [(3, "sf", 1, False)],
-                   "id long, city string, ts long, _hoodie_is_deleted boolean", HoodieError, "'v'")
-    assert_refused(spark, base, sink, [(3, "sf", 1, False, True)],
-                   "id long, city string, ts long, _hoodie_is_deleted boolean, v boolean", HoodieError, "'v'")
+    assert_refused(
+        spark,
+        base,
+        sink,
+        [(3, "sf", 1, 7, False)],
+        "id long, city string, ts long, v int, _hoodie_is_deleted boolean",
+        HoodieError,
+        "'v'",
+    )
+    assert_refused(
+        spark,
+        base,
+        sink,
+        [(3, "sf", 1, False)],
+        "id long, city string, ts long, _hoodie_is_deleted boolean",
+        HoodieError,
+        "'v'",
+    )
+    assert_refused(
+        spark,
+        base,
+        sink,
+        [(3, "sf", 1, False, True)],
+        "id long, city string, ts long, _hoodie_is_deleted boolean, v boolean",
+        HoodieError,
+        "'v'",
+    )
 
 
 def test_new_nullable_column_at_the_end_evolves_the_table(spark, table):
@@ -96,7 +139,9 @@ def test_unknown_and_invalid_options():
         HoodieStreamSink("/tmp/x", {"hoodie.table.name": "x"})
     with pytest.raises(HoodieConfigError, match="hoodie.stream.compaction.nice"):
         HoodieStreamSink("/tmp/x", dict(OPTIONS, **{"hoodie.stream.compaction.nice": "25"}))
-    assert HoodieStreamSink("/tmp/x", dict(OPTIONS, **{"hoodie.stream.compaction.nice": "0"})).options.compaction.nice == 0
+    assert (
+        HoodieStreamSink("/tmp/x", dict(OPTIONS, **{"hoodie.stream.compaction.nice": "0"})).options.compaction.nice == 0
+    )
     with pytest.raises(HoodieConfigError, match="hoodie.stream.worker.memory.release"):
         HoodieStreamSink("/tmp/x", dict(OPTIONS, **{"hoodie.stream.worker.memory.release": "sometimes"}))
 

@@ -18,11 +18,11 @@ import sys
 import time
 
 import pytest
+
+from hoodie_stream import HoodieStreamSink, HoodieTable
 from oracle import rs_completed_instants, rs_read
 from spark_cluster import StandaloneCluster, java_executable, kill_group, tail
 from stream_model import OPTIONS, SCHEMA_DDL, TableModel, generate_batches, table_rows, write_batch_file
-
-from hoodie_stream import HoodieStreamSink, HoodieTable
 
 N_BATCHES = 22  # as in test_stream_end_to_end
 SEED = 11
@@ -44,15 +44,17 @@ def driver_main(master, root, out_path):
     with open(os.path.join(root, "batches.json"), encoding="utf-8") as f:
         batches = json.load(f)
     source, base, chk = (os.path.join(root, d) for d in ("in", "table", "chk"))
-    spark = (spark_builder(master=master, app="hoodie-stream-cluster")
-             .config("spark.executor.cores", "1")
-             .config("spark.executor.memory", "1g")
-             .config("spark.cores.max", "2")
-             .config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.ui.enabled", "true")  # for its REST API: which executor ran which task
-             .config("spark.ui.port", "0")
-             .getOrCreate())
+    spark = (
+        spark_builder(master=master, app="hoodie-stream-cluster")
+        .config("spark.executor.cores", "1")
+        .config("spark.executor.memory", "1g")
+        .config("spark.cores.max", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "true")  # for its REST API: which executor ran which task
+        .config("spark.ui.port", "0")
+        .getOrCreate()
+    )
     sc = spark.sparkContext
     sc.setLogLevel("ERROR")
 
@@ -67,9 +69,17 @@ def driver_main(master, root, out_path):
             raise RuntimeError("the two executors did not register with the driver within 90 s")
         time.sleep(0.2)
     api = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}"
-    emit({"started": True, "app_id": sc.applicationId, "master": sc.master,
-          "executors": [{"id": e["id"], "hostPort": e["hostPort"], "cores": e["totalCores"]}
-                        for e in _get_json(api + "/executors")]})
+    emit(
+        {
+            "started": True,
+            "app_id": sc.applicationId,
+            "master": sc.master,
+            "executors": [
+                {"id": e["id"], "hostPort": e["hostPort"], "cores": e["totalCores"]}
+                for e in _get_json(api + "/executors")
+            ],
+        }
+    )
 
     write_batch_file(source, 0, batches[0])
     stream = spark.readStream.schema(SCHEMA_DDL).option("maxFilesPerTrigger", 1).json(source)
@@ -80,18 +90,38 @@ def driver_main(master, root, out_path):
                 write_batch_file(source, i, events)
             started = time.monotonic()
             query.processAllAvailable()
-            emit({"batch": i, "seconds": round(time.monotonic() - started, 2),
-                  "rs": table_rows(rs_read(base)), "ours": table_rows(HoodieTable(base).read())})
+            emit(
+                {
+                    "batch": i,
+                    "seconds": round(time.monotonic() - started, 2),
+                    "rs": table_rows(rs_read(base)),
+                    "ours": table_rows(HoodieTable(base).read()),
+                }
+            )
     finally:
         query.stop()
     stages = []
     for s in _get_json(api + "/stages?details=true"):
-        stages.append({
-            "stage": s["stageId"], "attempt": s["attemptId"], "status": s["status"],
-            "description": s.get("description") or "", "input": s["inputBytes"],
-            "shuffle_read": s["shuffleReadBytes"], "shuffle_write": s["shuffleWriteBytes"],
-            "tasks": [{"partition": t["partitionId"], "attempt": t["attempt"], "executor": t["executorId"],
-                       "status": t["status"]} for t in (s.get("tasks") or {}).values()]})
+        stages.append(
+            {
+                "stage": s["stageId"],
+                "attempt": s["attemptId"],
+                "status": s["status"],
+                "description": s.get("description") or "",
+                "input": s["inputBytes"],
+                "shuffle_read": s["shuffleReadBytes"],
+                "shuffle_write": s["shuffleWriteBytes"],
+                "tasks": [
+                    {
+                        "partition": t["partitionId"],
+                        "attempt": t["attempt"],
+                        "executor": t["executorId"],
+                        "status": t["status"],
+                    }
+                    for t in (s.get("tasks") or {}).values()
+                ],
+            }
+        )
     emit({"done": True, "query_id": str(query.id), "stages": stages})
     spark.stop()
 
@@ -100,8 +130,10 @@ def driver_main(master, root, out_path):
 @pytest.fixture
 def cluster(tmp_path):
     if java_executable() is None:
-        pytest.fail("Java is missing: the cluster test starts a Spark standalone master and workers with "
-                    "pyspark's spark-class, which needs `java` (17+) on PATH or JAVA_HOME")
+        pytest.fail(
+            "Java is missing: the cluster test starts a Spark standalone master and workers with "
+            "pyspark's spark-class, which needs `java` (17+) on PATH or JAVA_HOME"
+        )
     c = StandaloneCluster(tmp_path / "cluster", workers=2, cores=1, memory="1g", python=sys.executable)
     try:
         c.start()
@@ -130,19 +162,28 @@ def test_stream_on_standalone_cluster_matches_model(cluster, tmp_path):
     child = None
     try:
         with open(log_path, "wb") as log:
-            child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "driver", cluster.master_url,
-                                      str(root), str(out_path)], env=env, cwd=str(root), stdin=subprocess.DEVNULL,
-                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            child = subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "driver", cluster.master_url, str(root), str(out_path)],
+                env=env,
+                cwd=str(root),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
             try:
                 rc = child.wait(timeout=CHILD_TIMEOUT)
             except subprocess.TimeoutExpired:
                 rc = f"timeout after {CHILD_TIMEOUT}s"
     finally:
         kill_group(child)
-    records = [json.loads(line) for line in out_path.read_text(encoding="utf-8").splitlines()] \
-        if out_path.exists() else []
-    diagnostics = (f"\n--- driver log ---\n{tail(log_path, 60)}\n{cluster.logs(20)}\n"
-                   f"--- executors ---\n{cluster.executor_logs(30)}")
+    records = (
+        [json.loads(line) for line in out_path.read_text(encoding="utf-8").splitlines()] if out_path.exists() else []
+    )
+    diagnostics = (
+        f"\n--- driver log ---\n{tail(log_path, 60)}\n{cluster.logs(20)}\n"
+        f"--- executors ---\n{cluster.executor_logs(30)}"
+    )
     assert rc == 0 and records and records[-1].get("done"), f"driver exited with {rc}{diagnostics}"
 
     started = records[0]
@@ -173,7 +214,7 @@ def test_stream_on_standalone_cluster_matches_model(cluster, tmp_path):
     batch_ids = []
     for inst in instants:
         extra = table.timeline.read_commit_metadata(inst.timestamp).extra_metadata
-        (identifier, batch_id), = json.loads(extra["_hudi_streaming_sink_checkpoint"]).items()
+        ((identifier, batch_id),) = json.loads(extra["_hudi_streaming_sink_checkpoint"]).items()
         assert identifier == f"default_single_writer-{done['query_id']}"
         batch_ids.append(int(batch_id))
     assert batch_ids == list(range(N_BATCHES))
@@ -211,7 +252,8 @@ def test_stream_on_standalone_cluster_matches_model(cluster, tmp_path):
                 assert key in ran_on, f"{name}: no task (stage {key[0]}, partition {key[1]}, attempt {key[2]})"
                 writers.setdefault(ran_on[key], []).append(name)
     assert sorted(writers) == executors, (
-        f"log files written by executors {sorted(writers)} only: {({k: len(v) for k, v in writers.items()})}")
+        f"log files written by executors {sorted(writers)} only: { ({k: len(v) for k, v in writers.items()}) }"
+    )
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ def test_stream_matches_model_after_every_batch(spark, tmp_path):
     batch_ids = []
     for inst in instants:
         extra = table.timeline.read_commit_metadata(inst.timestamp).extra_metadata
-        (identifier, batch_id), = json.loads(extra["_hudi_streaming_sink_checkpoint"]).items()
+        ((identifier, batch_id),) = json.loads(extra["_hudi_streaming_sink_checkpoint"]).items()
         assert identifier == f"default_single_writer-{query.id}"
         batch_ids.append(int(batch_id))
     assert batch_ids == list(range(N_BATCHES))

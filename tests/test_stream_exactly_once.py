@@ -28,8 +28,9 @@ def query(spark):
 
 
 def df_of(spark, events):
-    return spark.createDataFrame([tuple(e[c] for c in ["id", "city", "ts", "v", "_hoodie_is_deleted"])
-                                  for e in events], SCHEMA_DDL)
+    return spark.createDataFrame(
+        [tuple(e[c] for c in ["id", "city", "ts", "v", "_hoodie_is_deleted"]) for e in events], SCHEMA_DDL
+    )
 
 
 def test_replayed_batch_is_skipped_and_new_query_is_not(spark, tmp_path, query):
@@ -111,8 +112,9 @@ def test_empty_batches_write_nothing(spark, tmp_path, query):
 def test_insert_operation_skips_the_index_lookup(spark, tmp_path, query):
     base = str(tmp_path / "t")
     query("q")
-    HoodieStreamSink(base, OPTIONS)(df_of(spark, [{"id": 1, "city": "a", "ts": 1, "v": "one",
-                                                   "_hoodie_is_deleted": False}]), 0)
+    HoodieStreamSink(base, OPTIONS)(
+        df_of(spark, [{"id": 1, "city": "a", "ts": 1, "v": "one", "_hoodie_is_deleted": False}]), 0
+    )
     insert = HoodieStreamSink(base, dict(OPTIONS, **{"hoodie.datasource.write.operation": "insert"}))
     insert(df_of(spark, [{"id": 1, "city": "b", "ts": 2, "v": "dup", "_hoodie_is_deleted": False}]), 1)
     stats = insert.last_result.stats
@@ -140,9 +142,14 @@ def test_files_of_failed_task_attempts_are_removed_before_commit(tmp_path):
     from hoodie_stream.streaming_sink import coordinator
 
     base = str(tmp_path / "t")
-    writer = HoodieWriter.create(base, table_name="t", record_key_fields=["id"], schema=pa.schema(
-        [("id", pa.int64()), ("city", pa.string()), ("ts", pa.int64())]), precombine_field="ts",
-        partition_fields=["city"])
+    writer = HoodieWriter.create(
+        base,
+        table_name="t",
+        record_key_fields=["id"],
+        schema=pa.schema([("id", pa.int64()), ("city", pa.string()), ("ts", pa.int64())]),
+        precombine_field="ts",
+        partition_fields=["city"],
+    )
     rows = pa.table({"id": [1, 2], "city": ["a", "a"], "ts": [1, 1]})
     txn = writer.start()
     failed_attempt = txn.insert_log_only("a", rows, task_id=0)
@@ -152,15 +159,18 @@ def test_files_of_failed_task_attempts_are_removed_before_commit(tmp_path):
     coordinator.commit(txn, [retried], "q", 0)
     assert not os.path.exists(os.path.join(base, failed_attempt.path))
     assert os.path.exists(os.path.join(base, retried.path))
-    assert table_rows(rs_read(base)) == [{"id": 1, "city": "a", "ts": 1, "_hoodie_is_deleted": False},
-                                         {"id": 2, "city": "a", "ts": 1, "_hoodie_is_deleted": False}]
+    assert table_rows(rs_read(base)) == [
+        {"id": 1, "city": "a", "ts": 1, "_hoodie_is_deleted": False},
+        {"id": 2, "city": "a", "ts": 1, "_hoodie_is_deleted": False},
+    ]
 
 
 def test_delete_operation_with_key_columns_only(spark, tmp_path, query):
     base = str(tmp_path / "t")
     query("q")
-    rows = [{"id": i, "city": "a" if i % 2 else "b", "ts": 1, "v": f"v{i}", "_hoodie_is_deleted": False}
-            for i in range(6)]
+    rows = [
+        {"id": i, "city": "a" if i % 2 else "b", "ts": 1, "v": f"v{i}", "_hoodie_is_deleted": False} for i in range(6)
+    ]
     HoodieStreamSink(base, OPTIONS)(df_of(spark, rows), 0)
     deleter = HoodieStreamSink(base, dict(OPTIONS, **{"hoodie.datasource.write.operation": "delete"}))
     deleter(spark.createDataFrame([(1, "a"), (4, "b"), (99, "a")], "id long, city string"), 1)
@@ -193,6 +203,7 @@ def test_half_created_table_is_created_again(spark, tmp_path, query):
     base = tmp_path / "t"
     (base / ".hoodie" / ".aux" / ".bootstrap").mkdir(parents=True)  # killed before hoodie.properties
     query("q")
-    HoodieStreamSink(str(base), OPTIONS)(df_of(spark, [{"id": 1, "city": "a", "ts": 1, "v": "x",
-                                                        "_hoodie_is_deleted": False}]), 0)
+    HoodieStreamSink(str(base), OPTIONS)(
+        df_of(spark, [{"id": 1, "city": "a", "ts": 1, "v": "x", "_hoodie_is_deleted": False}]), 0
+    )
     assert [r["id"] for r in table_rows(rs_read(str(base)))] == [1]

@@ -67,8 +67,9 @@ def test_upserts_and_deletes_land_in_existing_file_groups(spark, fixture_table, 
     # batch 0: update every other existing row in place
     upd_idx = list(range(0, n, 2))
     updates = current.take(upd_idx)
-    updates = updates.set_column(data_schema.get_field_index(column), column,
-                                 _new_values(data_schema.field(column), len(upd_idx)))
+    updates = updates.set_column(
+        data_schema.get_field_index(column), column, _new_values(data_schema.field(column), len(upd_idx))
+    )
     if cfg.precombine_field:
         col = data_schema.get_field_index(cfg.precombine_field)
         bumped = pc.add(pc.fill_null(updates[cfg.precombine_field], 0), 1000).cast(data_schema.field(col).type)
@@ -85,8 +86,11 @@ def test_upserts_and_deletes_land_in_existing_file_groups(spark, fixture_table, 
     deleted_row = current.slice(n - 1, 1)
     if cfg.precombine_field:
         col = data_schema.get_field_index(cfg.precombine_field)
-        deleted_row = deleted_row.set_column(col, cfg.precombine_field, pc.add(
-            pc.fill_null(deleted_row[cfg.precombine_field], 0), 2000).cast(data_schema.field(col).type))
+        deleted_row = deleted_row.set_column(
+            col,
+            cfg.precombine_field,
+            pc.add(pc.fill_null(deleted_row[cfg.precombine_field], 0), 2000).cast(data_schema.field(col).type),
+        )
     delete_sink(spark.createDataFrame(deleted_row), 1)
     assert {(s.partition_path, s.file_id) for s in delete_sink.last_result.stats} <= groups_before
 

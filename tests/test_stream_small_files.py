@@ -17,19 +17,24 @@ PER_BATCH = 1000
 def test_inserts_are_packed_into_small_file_groups(spark, tmp_path):
     base = str(tmp_path / "t")
     tasks = spark.sparkContext.defaultParallelism
-    sink = HoodieStreamSink(base, {
-        "hoodie.table.name": "small_files",
-        "hoodie.datasource.write.recordkey.field": "id",
-        "hoodie.datasource.write.precombine.field": "ts",
-        "hoodie.datasource.write.partitionpath.field": "part",
-        "hoodie.parquet.max.file.size": str(MAX_FILE),
-        "compaction.delta_commits": "20",
-    })
+    sink = HoodieStreamSink(
+        base,
+        {
+            "hoodie.table.name": "small_files",
+            "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.precombine.field": "ts",
+            "hoodie.datasource.write.partitionpath.field": "part",
+            "hoodie.parquet.max.file.size": str(MAX_FILE),
+            "compaction.delta_commits": "20",
+        },
+    )
     for b in range(BATCHES):
-        df = (spark.range(b * PER_BATCH, (b + 1) * PER_BATCH, numPartitions=2)
-              .withColumn("part", F.when(F.col("id") % 3 == 0, "a").otherwise("b"))
-              .withColumn("ts", F.lit(b).cast("long"))
-              .withColumn("payload", F.sha2(F.col("id").cast("string"), 256)))
+        df = (
+            spark.range(b * PER_BATCH, (b + 1) * PER_BATCH, numPartitions=2)
+            .withColumn("part", F.when(F.col("id") % 3 == 0, "a").otherwise("b"))
+            .withColumn("ts", F.lit(b).cast("long"))
+            .withColumn("payload", F.sha2(F.col("id").cast("string"), 256))
+        )
         sink(df, b)
     table = HoodieTable(base)
     assert table.read().num_rows == BATCHES * PER_BATCH

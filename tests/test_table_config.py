@@ -3,9 +3,9 @@ import zlib
 
 import pytest
 
-from conftest import v6_table_zips, TABLE_ZIPS
-from hoodie_stream.format import java_properties
+from conftest import TABLE_ZIPS, v6_table_zips
 from hoodie_stream.errors import HoodieFormatError, HoodieTableError
+from hoodie_stream.format import java_properties
 from hoodie_stream.format.partition_metadata import read_partition_metadata, write_partition_metadata
 from hoodie_stream.format.table_config import TableConfig, checksum
 
@@ -34,8 +34,11 @@ def test_load_v6_fixtures(fixture_table, name):
     assert cfg.table_name in name
     assert cfg.record_key_fields
     assert cfg.table_type in ("MERGE_ON_READ", "COPY_ON_WRITE")
-    assert cfg.partition_fields == (cfg.props.get("hoodie.table.partition.fields", "").split(",")
-                                    if cfg.props.get("hoodie.table.partition.fields") else [])
+    assert cfg.partition_fields == (
+        cfg.props.get("hoodie.table.partition.fields", "").split(",")
+        if cfg.props.get("hoodie.table.partition.fields")
+        else []
+    )
     assert cfg.populate_meta_fields == ("no_metafields" not in name)
     cfg.check_writable()
 
@@ -47,7 +50,7 @@ def test_v8_refused(fixture_table, name):
 
 
 def test_escaping_like_java():
-    props = {"k:e=y #!": "a:b=c#d!e\\f g", "u": "\u00fc\u65e5\U0001F600", "lead": " x", "tab": "a\tb\nc"}
+    props = {"k:e=y #!": "a:b=c#d!e\\f g", "u": "\u00fc\u65e5\U0001f600", "lead": " x", "tab": "a\tb\nc"}
     text = java_properties.dumps(props, "comment")
     lines = text.splitlines()
     assert lines[0] == "#comment" and lines[1].startswith("#") and lines[1].endswith(" UTC " + lines[1][-4:])
@@ -69,15 +72,26 @@ def test_java_loader_rules():
 def test_header_lines():
     text = java_properties.dumps({"a": "b"}, java_properties.store_comment())
     assert text.startswith("#Properties saved on ")
-    assert java_properties.java_date_string(__import__("datetime").datetime(
-        2024, 4, 18, 22, 32, 13, tzinfo=__import__("datetime").timezone.utc)) == "Thu Apr 18 22:32:13 UTC 2024"
+    assert (
+        java_properties.java_date_string(
+            __import__("datetime").datetime(2024, 4, 18, 22, 32, 13, tzinfo=__import__("datetime").timezone.utc)
+        )
+        == "Thu Apr 18 22:32:13 UTC 2024"
+    )
 
 
 def _create(base, **kw):
-    args = dict(table_name="t1", record_key_fields=["id"], precombine_field="ts", partition_fields=["p"],
-                keygen_class="org.apache.hudi.keygen.SimpleKeyGenerator", hive_style=False, url_encode=False,
-                payload_class="org.apache.hudi.common.model.OverwriteWithLatestAvroPayload",
-                schema_avro='{"type":"record","name":"t1_record","fields":[]}')
+    args = dict(
+        table_name="t1",
+        record_key_fields=["id"],
+        precombine_field="ts",
+        partition_fields=["p"],
+        keygen_class="org.apache.hudi.keygen.SimpleKeyGenerator",
+        hive_style=False,
+        url_encode=False,
+        payload_class="org.apache.hudi.common.model.OverwriteWithLatestAvroPayload",
+        schema_avro='{"type":"record","name":"t1_record","fields":[]}',
+    )
     args.update(kw)
     return TableConfig.create(base, **args)
 

@@ -10,17 +10,16 @@ from pyspark.sql import functions as F
 
 from hoodie_stream import HoodieStreamSink
 from hoodie_stream.bucket_assign.small_files import owner_task, recent_write_commits
-from hoodie_stream.format.file_names import parse_log_file_name
-from hoodie_stream.format.timeline import Timeline
+from hoodie_stream.bucket_assign.write_tasks import WritePlan, balance, recent_loads
+from hoodie_stream.chain.columns import KEY
 from hoodie_stream.chain.key_groups import (
-
     assign_task_expr,
     key_group_expr,
     operator_index,
 )
-from hoodie_stream.chain.columns import KEY
 from hoodie_stream.chain.task_tags import spark_hash_int, task_tags
-from hoodie_stream.bucket_assign.write_tasks import WritePlan, balance, recent_loads
+from hoodie_stream.format.file_names import parse_log_file_name
+from hoodie_stream.format.timeline import Timeline
 
 
 def test_hash_matches_sparks_murmur3(spark):
@@ -42,8 +41,9 @@ def test_key_groups_go_to_their_range_of_tasks(spark):
     for key_groups, n in ((128, 2), (128, 3), (7, 7), (10, 4)):
         # keys covering every key group, as the sink computes them
         df = spark.range(key_groups * 50).selectExpr(f"cast(id as string) as `{KEY}`")
-        df = df.select(F.expr(key_group_expr(key_groups)).alias("kg"),
-                       F.expr(assign_task_expr(key_groups, n)).alias("tag")).repartition(n, "tag")
+        df = df.select(
+            F.expr(key_group_expr(key_groups)).alias("kg"), F.expr(assign_task_expr(key_groups, n)).alias("tag")
+        ).repartition(n, "tag")
         placed = {}
         for r in df.select("kg", F.spark_partition_id().alias("p")).collect():
             assert placed.setdefault(r.kg, r.p) == r.p, "a key group on two tasks"
@@ -64,8 +64,10 @@ def test_key_groups_option_is_bounded(tmp_path):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.text("abcdef0123", min_size=1, max_size=6), st.integers(1, 10**6), max_size=40),
-       st.integers(1, 8))
+@given(
+    st.dictionaries(st.text("abcdef0123", min_size=1, max_size=6), st.integers(1, 10**6), max_size=40),
+    st.integers(1, 8),
+)
 def test_balance_is_a_greedy_schedule(loads, n):
     plan = balance(loads, n)
     assert set(plan) == set(loads) and all(0 <= t < n for t in plan.values())
@@ -102,14 +104,23 @@ def test_sink_writes_each_file_group_from_its_planned_task(spark, tmp_path):
     written by the tasks the plan names (the write token's task id), and no task writes more than half the batch
     plus the largest group."""
     base = str(tmp_path / "t")
-    sink = HoodieStreamSink(base, {
-        "hoodie.table.name": "write_tasks", "hoodie.datasource.write.recordkey.field": "id",
-        "hoodie.datasource.write.precombine.field": "ts",
-        "hoodie.parquet.max.file.size": str(10_000 * 1024), "compaction.schedule.enabled": "false"})
+    sink = HoodieStreamSink(
+        base,
+        {
+            "hoodie.table.name": "write_tasks",
+            "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.precombine.field": "ts",
+            "hoodie.parquet.max.file.size": str(10_000 * 1024),
+            "compaction.schedule.enabled": "false",
+        },
+    )
 
     def batch(ts):
-        return (spark.range(0, 30_000, numPartitions=2).withColumn("ts", F.lit(ts).cast("long"))
-                .withColumn("v", F.col("id") * ts))
+        return (
+            spark.range(0, 30_000, numPartitions=2)
+            .withColumn("ts", F.lit(ts).cast("long"))
+            .withColumn("v", F.col("id") * ts)
+        )
 
     sink(batch(1), 0)
     sink(batch(2), 1)

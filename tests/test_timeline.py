@@ -11,18 +11,21 @@ from hoodie_stream.format.timeline import Timeline
 V6 = [p.stem for p in v6_table_zips()]
 
 
-@pytest.mark.parametrize("name,action,state,ts", [
-    ("20250101000000000.deltacommit", "deltacommit", "completed", "20250101000000000"),
-    ("20250101000000000.deltacommit.inflight", "deltacommit", "inflight", "20250101000000000"),
-    ("20250101000000000.deltacommit.requested", "deltacommit", "requested", "20250101000000000"),
-    ("20250101000000000.inflight", "commit", "inflight", "20250101000000000"),
-    ("20250101000000000.commit", "commit", "completed", "20250101000000000"),
-    ("20250101000000000.commit.requested", "commit", "requested", "20250101000000000"),
-    ("20250101000000000.compaction.requested", "compaction", "requested", "20250101000000000"),
-    ("20250101000000000.compaction.inflight", "compaction", "inflight", "20250101000000000"),
-    ("20250101000000000.rollback", "rollback", "completed", "20250101000000000"),
-    ("20240101000000.replacecommit.requested", "replacecommit", "requested", "20240101000000"),
-])
+@pytest.mark.parametrize(
+    "name,action,state,ts",
+    [
+        ("20250101000000000.deltacommit", "deltacommit", "completed", "20250101000000000"),
+        ("20250101000000000.deltacommit.inflight", "deltacommit", "inflight", "20250101000000000"),
+        ("20250101000000000.deltacommit.requested", "deltacommit", "requested", "20250101000000000"),
+        ("20250101000000000.inflight", "commit", "inflight", "20250101000000000"),
+        ("20250101000000000.commit", "commit", "completed", "20250101000000000"),
+        ("20250101000000000.commit.requested", "commit", "requested", "20250101000000000"),
+        ("20250101000000000.compaction.requested", "compaction", "requested", "20250101000000000"),
+        ("20250101000000000.compaction.inflight", "compaction", "inflight", "20250101000000000"),
+        ("20250101000000000.rollback", "rollback", "completed", "20250101000000000"),
+        ("20240101000000.replacecommit.requested", "replacecommit", "requested", "20240101000000"),
+    ],
+)
 def test_file_names(name, action, state, ts):
     inst = Instant.from_file_name(name)
     assert inst == Instant(ts, action, state)
@@ -30,8 +33,15 @@ def test_file_names(name, action, state, ts):
 
 
 def test_non_instant_names():
-    for name in ["hoodie.properties", ".temp", "archived", ".20250101000000000.commit.x.tmp", "foo.commit",
-                 "20250101000000000.unknown", "20250101000000000_20250101000000001.commit"]:
+    for name in [
+        "hoodie.properties",
+        ".temp",
+        "archived",
+        ".20250101000000000.commit.x.tmp",
+        "foo.commit",
+        "20250101000000000.unknown",
+        "20250101000000000_20250101000000001.commit",
+    ]:
         assert Instant.from_file_name(name) is None
     assert Instant("1" * 17, "compaction", "completed").file_name == "1" * 17 + ".commit"
     assert Instant("1" * 17, "logcompaction", "completed").file_name == "1" * 17 + ".deltacommit"
@@ -95,8 +105,9 @@ def test_transitions(tmp_path):
     assert tl.get(t1).state == "inflight"
     with pytest.raises(HoodieTimelineError, match="already exists"):
         tl.transition_to_inflight(t1, "deltacommit", b"{}")
-    tl.complete(t1, "deltacommit", b'{"partitionToWriteStats":{},"compacted":false,"extraMetadata":{},'
-                                    b'"operationType":"UPSERT"}')
+    tl.complete(
+        t1, "deltacommit", b'{"partitionToWriteStats":{},"compacted":false,"extraMetadata":{},"operationType":"UPSERT"}'
+    )
     assert tl.commits_timeline() == [Instant(t1, "deltacommit", "completed")]
     assert tl.read_commit_metadata(t1).operation_type == "UPSERT"
     with pytest.raises(HoodieTimelineError, match="already completed"):

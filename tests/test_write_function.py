@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hoodie_stream.streaming_sink import write_function as wf
 from hoodie_stream.chain.columns import FILE_ID, PARTITION
 from hoodie_stream.chain.stages import BatchContext, WriteSpec
 from hoodie_stream.storage import storage_for
+from hoodie_stream.streaming_sink import write_function as wf
 
 FILE_IDS = ["f-a", "f-b", "f-c", "f-d"]
 
@@ -69,15 +69,23 @@ def _writer_flushes(monkeypatch, batches, batch_limit, task_limit):
     monkeypatch.setattr(wf.BufferedWriter, "flush", flush)
     monkeypatch.setattr(wf.BufferedWriter, "_append", append)
     context = BatchContext(storage_for("/unused"), "20250101000000000", "upsert", None, ("id", "size"))
-    fn = wf.StreamWriteFunction(context, WriteSpec(avro_schema=None, batch_size_bytes=batch_limit,
-                                                   task_max_bytes=task_limit))
+    fn = wf.StreamWriteFunction(
+        context, WriteSpec(avro_schema=None, batch_size_bytes=batch_limit, task_max_bytes=task_limit)
+    )
     writer = wf.BufferedWriter(fn, "0-0-0", 0)
     peak_allowed = task_limit + max((s for b in batches for _, _, s in b), default=0)
     for batch in batches:
         ids, fids, sizes = zip(*batch) if batch else ((), (), ())
-        writer.add(pa.table({"id": pa.array(ids, pa.int64()), "size": pa.array(sizes, pa.int64()),
-                             PARTITION: pa.array([""] * len(ids), pa.string()),
-                             FILE_ID: pa.array(fids, pa.string())}))
+        writer.add(
+            pa.table(
+                {
+                    "id": pa.array(ids, pa.int64()),
+                    "size": pa.array(sizes, pa.int64()),
+                    PARTITION: pa.array([""] * len(ids), pa.string()),
+                    FILE_ID: pa.array(fids, pa.string()),
+                }
+            )
+        )
         assert writer.total <= task_limit
     writer.flush_all()
     assert writer.peak_buffered <= peak_allowed
@@ -112,8 +120,16 @@ def test_both_flush_causes_fire():
     write.task.max.size flushes the largest bucket."""
     batch = [(i, FILE_IDS[i % 2], 10) for i in range(10)]  # two buckets of 10-byte records, alternating
     got = writer_flushes([batch], 35, 1000)
-    assert got == [("bucket", "f-a", [0, 2, 4, 6]), ("bucket", "f-b", [1, 3, 5, 7]), ("end", "f-a", [8]),
-                   ("end", "f-b", [9])]
+    assert got == [
+        ("bucket", "f-a", [0, 2, 4, 6]),
+        ("bucket", "f-b", [1, 3, 5, 7]),
+        ("end", "f-a", [8]),
+        ("end", "f-b", [9]),
+    ]
     got = writer_flushes([batch[:6], batch[6:]], 1000, 45)
-    assert got == [("task", "f-a", [0, 2, 4]), ("task", "f-b", [1, 3, 5]), ("end", "f-a", [6, 8]),
-                   ("end", "f-b", [7, 9])]
+    assert got == [
+        ("task", "f-a", [0, 2, 4]),
+        ("task", "f-b", [1, 3, 5]),
+        ("end", "f-a", [6, 8]),
+        ("end", "f-b", [7, 9]),
+    ]

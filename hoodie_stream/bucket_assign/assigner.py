@@ -20,12 +20,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import HoodieUsageError, in_task
-from ..checkpoints import index_state, key_index
-from ..format.runs import run_ends, runs
 from ..chain import worker_memory
 from ..chain.columns import DELETE, FILE_ID, KEY, KEY_GROUP, KIND, PARTITION, SEQ, WRITE_TASK, RecordKind
 from ..chain.stages import AssignSpec, BatchContext
+from ..checkpoints import index_state, key_index
+from ..errors import HoodieUsageError, in_task
+from ..format.runs import run_ends, runs
 from .small_files import owner_task
 
 LOOKUP, LOOKUP_HASH = "__hs_lookup", "__hs_lookup_hash"  # index key of a row and its key_hashes, within a chunk
@@ -149,8 +149,7 @@ class BucketAssigner:
                 file_codes[start:end] = np.where(f, fid + len(file_ids), -1)
                 partition_names += index.partition_names.values
                 file_ids += index.file_ids.values
-            old_partition = pc.take(pa.array(partition_names, pa.string()),
-                                    pa.array(partition_codes, mask=~found))
+            old_partition = pc.take(pa.array(partition_names, pa.string()), pa.array(partition_codes, mask=~found))
             old_file = pc.take(pa.array(file_ids, pa.string()), pa.array(file_codes, mask=~found))
             found = pa.array(found)
         is_delete = table[DELETE]
@@ -163,7 +162,8 @@ class BucketAssigner:
         if pc.any(del_mask).as_py():
             ordering_field = self.context.ordering_field
             natural = self.context.operation == "delete" and not (
-                ordering_field and ordering_field in table.column_names)
+                ordering_field and ordering_field in table.column_names
+            )
             kind = RecordKind.DELETE_NATURAL if natural or not ordering_field else RecordKind.DELETE_ORDERED
             dels = table.filter(del_mask)
             parts.append(_routed(dels, pc.filter(old_partition, del_mask), pc.filter(old_file, del_mask), kind))
@@ -175,8 +175,14 @@ class BucketAssigner:
         # partition moves: a delete in the old file group, applied by arrival
         mov_mask = pc.and_(upsert, moved)
         if pc.any(mov_mask).as_py():
-            parts.append(_routed(table.filter(mov_mask), pc.filter(old_partition, mov_mask),
-                                 pc.filter(old_file, mov_mask), RecordKind.DELETE_NATURAL))
+            parts.append(
+                _routed(
+                    table.filter(mov_mask),
+                    pc.filter(old_partition, mov_mask),
+                    pc.filter(old_file, mov_mask),
+                    RecordKind.DELETE_NATURAL,
+                )
+            )
         # inserts: new keys and moved keys
         ins_mask = pc.and_(upsert, pc.or_(pc.invert(found), moved))
         if pc.any(ins_mask).as_py():
@@ -195,8 +201,9 @@ class BucketAssigner:
         and the number of new file groups opened); chunks hold whole key groups in key-group order, so each
         partition's inserts are packed in the same order wherever the chunks are cut, and a retried task packs the
         same way."""
-        inserts = inserts.take(pc.sort_indices(inserts, sort_keys=[(PARTITION, "ascending"), (KEY_GROUP, "ascending"),
-                                                                   (KEY, "ascending")]))
+        inserts = inserts.take(
+            pc.sort_indices(inserts, sort_keys=[(PARTITION, "ascending"), (KEY_GROUP, "ascending"), (KEY, "ascending")])
+        )
         owned = self.spec.small_files.get(task, {})
         names, bounds = runs(inserts[PARTITION].combine_chunks())
         ids, repeats = [], []  # a run of `repeats[i]` rows goes to file group `ids[i]`
@@ -205,7 +212,8 @@ class BucketAssigner:
             if slots is None:
                 slots = self._slots[partition] = {
                     "open": [[fid, cap] for fid, _base_instant, _base_file, cap in owned.get(partition, [])],
-                    "new": 0}
+                    "new": 0,
+                }
             left = bounds[i + 1] - bounds[i]
             while left > 0:
                 if not slots["open"]:
@@ -227,8 +235,9 @@ class BucketAssigner:
         """The new locations of the chunk's inserts into the index state of their key groups (encoded once for the
         chunk, then sliced per key group)."""
         change = inserts.take(pc.sort_indices(inserts[KEY_GROUP]))
-        state = key_index.coded(pa.table({"key": change[LOOKUP], "partition": change[PARTITION],
-                                           "file_id": change[FILE_ID]})).combine_chunks()
+        state = key_index.coded(
+            pa.table({"key": change[LOOKUP], "partition": change[PARTITION], "file_id": change[FILE_ID]})
+        ).combine_chunks()
         hashes = change[LOOKUP_HASH].combine_chunks().to_numpy(zero_copy_only=False)
         groups, bounds = runs(change[KEY_GROUP].combine_chunks())
         for i, kg in enumerate(groups):

@@ -57,7 +57,8 @@ def small_file_profile(storage, timeline, max_file_size, ratio, record_size, num
             continue
         task = owner_task(fs.file_id, num_tasks)
         owners.setdefault(task, {}).setdefault(fs.partition, []).append(
-            (fs.file_id, fs.base_instant, fs.base_file or "", capacity))
+            (fs.file_id, fs.base_instant, fs.base_file or "", capacity)
+        )
     for parts in owners.values():
         for files in parts.values():
             files.sort(key=lambda f: f[0])

@@ -30,7 +30,9 @@ from ..storage import join, storage_for
 from .key_index import HASH as KEY_HASH
 from .key_index import STATE_SCHEMA, KeyIndex, coded
 
-_CACHE: dict[tuple[str, int], tuple[str, KeyIndex]] = {}  # (table URI, key group) -> (instant, KeyIndex as of it); lives in each executor's Python worker
+_CACHE: dict[
+    tuple[str, int], tuple[str, KeyIndex]
+] = {}  # (table URI, key group) -> (instant, KeyIndex as of it); lives in each executor's Python worker
 INDEX_DIR = ".hoodie/.aux/hoodie_stream/index"
 LATEST = f"{INDEX_DIR}/LATEST"
 
@@ -122,8 +124,10 @@ def _latest_rows(tables):
     if len(tables) == 1:
         return tables[0]
     table = pa.concat_tables([coded(t) for t in tables], promote_options="permissive")
-    order = pc.sort_indices(pa.table({"key": table["key"], "row": np.arange(table.num_rows)}),
-                            sort_keys=[("key", "ascending"), ("row", "ascending")])
+    order = pc.sort_indices(
+        pa.table({"key": table["key"], "row": np.arange(table.num_rows)}),
+        sort_keys=[("key", "ascending"), ("row", "ascending")],
+    )
     return table.take(pc.take(order, pa.array(run_ends(pc.take(table["key"], order).combine_chunks()))))
 
 

@@ -133,8 +133,12 @@ def _merge(old, keys, partitions, files, hashes):
         kept = (old.keys.filter(pa.array(keep)), old.partitions[keep], old.files[keep], old.hashes[keep])
     else:
         kept = (old.keys, old.partitions, old.files, old.hashes)
-    return _Sorted(pa.concat_arrays([kept[0], keys]), np.concatenate([kept[1], partitions]),
-                   np.concatenate([kept[2], files]), np.concatenate([kept[3], hashes]))
+    return _Sorted(
+        pa.concat_arrays([kept[0], keys]),
+        np.concatenate([kept[1], partitions]),
+        np.concatenate([kept[2], files]),
+        np.concatenate([kept[3], hashes]),
+    )
 
 
 class _Dictionary:
@@ -175,8 +179,10 @@ class _Dictionary:
 def _columns(table):
     """(keys, partition codes as DictionaryArray, file id codes) of a state table, each one Arrow array."""
     table = coded(table).combine_chunks()
-    return [table[name].chunk(0) if table[name].num_chunks else pa.array([], table.schema.field(name).type)
-            for name in ("key", "partition", "file_id")]
+    return [
+        table[name].chunk(0) if table[name].num_chunks else pa.array([], table.schema.field(name).type)
+        for name in ("key", "partition", "file_id")
+    ]
 
 
 class KeyIndex:
@@ -215,8 +221,7 @@ class KeyIndex:
     def lookup(self, keys):
         """(found mask, partition, file id) for each key (Arrow string array); partition/file id null if absent."""
         found, partitions, files = self.lookup_codes(keys)
-        return (found, _decode(self.partition_names.array(), partitions),
-                _decode(self.file_ids.array(), files))
+        return (found, _decode(self.partition_names.array(), partitions), _decode(self.file_ids.array(), files))
 
     def updated(self, change, hashes=None):
         """A new KeyIndex with key -> (partition, file id) set for the rows of `change` (keys unique; `hashes`:
@@ -231,8 +236,13 @@ class KeyIndex:
         out = KeyIndex.__new__(KeyIndex)
         out.partition_names, out.file_ids = self.partition_names, self.file_ids
         out.base = self.base
-        out.recent = _merge(self.recent, keys, self.partition_names.encode(partitions),
-                            self.file_ids.encode(files), key_hashes(keys) if hashes is None else hashes)
+        out.recent = _merge(
+            self.recent,
+            keys,
+            self.partition_names.encode(partitions),
+            self.file_ids.encode(files),
+            key_hashes(keys) if hashes is None else hashes,
+        )
         if out.recent.num_rows > max(_MERGE_MIN, out.base.num_rows // _MERGE_FRACTION):
             r = out.recent
             out.base = _merge(out.base, r.keys, r.partitions, r.files, r.hashes)
@@ -250,7 +260,8 @@ class KeyIndex:
         columns = [
             part.keys,
             pa.DictionaryArray.from_arrays(pa.array(part.partitions, pa.int32()), self.partition_names.array()),
-            pa.DictionaryArray.from_arrays(pa.array(part.files, pa.int32()), self.file_ids.array())]
+            pa.DictionaryArray.from_arrays(pa.array(part.files, pa.int32()), self.file_ids.array()),
+        ]
         if not hashes:
             return pa.Table.from_arrays(columns, schema=CODED_SCHEMA)
         schema = CODED_SCHEMA.append(pa.field(HASH, pa.uint64())).with_metadata({HASH_META: HASH_ID})

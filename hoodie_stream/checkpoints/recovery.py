@@ -12,17 +12,17 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..chain.key_groups import key_group_expr
 from ..errors import in_task, task_errors_rebuilt
 from ..format.file_names import parse_log_file_name
 from ..format.fs_view import FileSlice, FileSystemView
+from ..format.markers import marker_dir
 from ..format.reader import HoodieTable
 from ..format.rollback import finish_pending_rollbacks, rollback_instant
 from ..format.runs import run_ends
-from ..format.markers import marker_dir
 from ..format.timeline import Timeline
 from ..storage import storage_for
 from ..storage.local import is_temp_name
-from ..chain.key_groups import key_group_expr
 from . import index_state
 
 WRITE_ACTIONS = ("deltacommit", "commit", "replacecommit")
@@ -129,9 +129,10 @@ class _ReadKeys:
                 keys = record_keys
                 if not self.global_index:
                     keys = pc.binary_join_element_wise(parts, record_keys, "\u0001")
-                yield pa.record_batch([keys, parts, pa.array([row["file_id"]] * records.num_rows, pa.string()),
-                                       record_keys, live],
-                                      names=["key", "partition", "file_id", "record_key", "live"])
+                yield pa.record_batch(
+                    [keys, parts, pa.array([row["file_id"]] * records.num_rows, pa.string()), record_keys, live],
+                    names=["key", "partition", "file_id", "record_key", "live"],
+                )
 
 
 class _WriteStates:
@@ -159,8 +160,7 @@ def _one_location_per_key(table):
     group holding it live; among deletes only, to the greatest file id (deterministic)."""
     if table.num_rows == 0:
         return table.select(["key", "partition", "file_id"])
-    order = pc.sort_indices(table, sort_keys=[("key", "ascending"), ("live", "ascending"),
-                                              ("file_id", "ascending")])
+    order = pc.sort_indices(table, sort_keys=[("key", "ascending"), ("live", "ascending"), ("file_id", "ascending")])
     keys = pc.take(table["key"], order).combine_chunks()
     return table.take(pc.take(order, pa.array(run_ends(keys)))).select(["key", "partition", "file_id"])
 
@@ -175,19 +175,26 @@ def rebuild_index(spark, storage, timeline, key_groups, global_index, tasks):
     committed = {i.timestamp for i in timeline.commits_timeline()}
     storage = storage_for(storage)
     view = FileSystemView(storage, timeline)
-    rows = [(fs.partition, fs.file_id, fs.base_instant, fs.base_file or "", json.dumps(fs.log_file_names()))
-            for fs in view.latest_slices()]
+    rows = [
+        (fs.partition, fs.file_id, fs.base_instant, fs.base_file or "", json.dumps(fs.log_file_names()))
+        for fs in view.latest_slices()
+    ]
     written = []
     if rows:
         slices = spark.createDataFrame(
-            rows, "partition string, file_id string, base_instant string, base_file string, logs string")
+            rows, "partition string, file_id string, base_instant string, base_file string, logs string"
+        )
         slices = slices.repartition(min(len(rows), max(1, tasks * 2)))
-        keys = slices.mapInArrow(_ReadKeys(storage, committed, global_index),
-                                 "key string, partition string, file_id string, record_key string, live boolean")
+        keys = slices.mapInArrow(
+            _ReadKeys(storage, committed, global_index),
+            "key string, partition string, file_id string, record_key string, live boolean",
+        )
         keys = keys.withColumn("kg", F.expr(key_group_expr(key_groups, "record_key")))
         with task_errors_rebuilt():  # an error of a task is raised as itself
-            written = [r.kg for r in keys.repartition(tasks, "kg").mapInArrow(
-                _WriteStates(storage, latest), "kg int").collect()]
+            written = [
+                r.kg
+                for r in keys.repartition(tasks, "kg").mapInArrow(_WriteStates(storage, latest), "kg int").collect()
+            ]
     for kg in set(range(key_groups)) - set(written):
         index_state.save_full(storage, kg, latest, index_state.empty_state())
     for kg in range(key_groups):

@@ -18,8 +18,8 @@ from ..errors import HoodieStorageError
 from ..format.avro_models import read_container, write_container
 from ..format.fs_view import FileSystemView
 from ..format.instant import Instant, instant_to_datetime
-from .plan import pending_file_groups
 from ..storage import join, storage_for
+from .plan import pending_file_groups
 
 PLAN_VERSION = 2
 
@@ -80,15 +80,17 @@ def schedule_clean(storage, timeline, opts, now=None):
     if not doomed:
         return None
     plan = {
-        "earliestInstantToRetain": ({"timestamp": earliest.timestamp, "action": earliest.action,
-                                     "state": "COMPLETED"} if earliest else None),
+        "earliestInstantToRetain": (
+            {"timestamp": earliest.timestamp, "action": earliest.action, "state": "COMPLETED"} if earliest else None
+        ),
         "lastCompletedCommitTimestamp": timeline.commits_timeline()[-1].timestamp,
         "policy": opts.clean_policy,
         "filesToBeDeletedPerPartition": {},
         "version": PLAN_VERSION,
         "filePathsToBeDeletedPerPartition": {
             p: [{"filePath": _path(storage, p, n), "isBootstrapBaseFile": False} for n in names]
-            for p, names in doomed.items()},
+            for p, names in doomed.items()
+        },
         "partitionsToBeDeleted": [],
     }
     return timeline.create_new("clean", write_container("HoodieCleanerPlan", plan))
@@ -123,9 +125,14 @@ def execute_clean(storage, timeline, instant):
             except (HoodieStorageError, OSError):
                 failed.append(name)
         total += len(ok)
-        partitions[partition] = {"partitionPath": partition, "policy": plan["policy"],
-                                 "deletePathPatterns": patterns, "successDeleteFiles": ok,
-                                 "failedDeleteFiles": failed, "isPartitionDeleted": False}
+        partitions[partition] = {
+            "partitionPath": partition,
+            "policy": plan["policy"],
+            "deletePathPatterns": patterns,
+            "successDeleteFiles": ok,
+            "failedDeleteFiles": failed,
+            "isPartitionDeleted": False,
+        }
     earliest = plan.get("earliestInstantToRetain")
     meta = {
         "startCleanTime": instant,

@@ -7,7 +7,7 @@ import json
 
 from ..errors import HoodieCommitError
 from ..format.avro_models import read_container
-from ..format.commit_metadata import CommitMetadata, WriteStat
+from ..format.commit_metadata import CommitMetadata
 from ..format.file_names import parse_base_file_name
 from ..format.instant import Instant
 from ..format.markers import delete_markers, list_markers
@@ -26,8 +26,9 @@ def _new_files(storage, instant, plan):
     for partition in {op.get("partitionPath") or "" for op in plan.get("operations") or []}:
         for info in storage.list(partition):
             parsed = parse_base_file_name(info.name)
-            if (parsed and parsed.instant == instant) or (is_temp_name(info.name)
-                                                          and f"_{instant}.parquet." in info.name):
+            if (parsed and parsed.instant == instant) or (
+                is_temp_name(info.name) and f"_{instant}.parquet." in info.name
+            ):
                 found.add(info.path)
     return sorted(found)
 

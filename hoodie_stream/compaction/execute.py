@@ -42,8 +42,11 @@ def _rolled_back_targets(storage, log_paths, counts):
     targets = set()
     for path in log_paths:
         for block in read_log_file(storage, path):
-            if (block.block_type == BlockType.COMMAND and counts(block.header.get(HeaderKey.INSTANT_TIME))
-                    and block.header.get(HeaderKey.COMMAND_BLOCK_TYPE) == ROLLBACK_COMMAND):
+            if (
+                block.block_type == BlockType.COMMAND
+                and counts(block.header.get(HeaderKey.INSTANT_TIME))
+                and block.header.get(HeaderKey.COMMAND_BLOCK_TYPE) == ROLLBACK_COMMAND
+            ):
                 targets.add(block.header.get(HeaderKey.TARGET_INSTANT_TIME))
     return targets
 
@@ -51,10 +54,13 @@ def _rolled_back_targets(storage, log_paths, counts):
 def _log_versions(storage, log_paths, counts, cancelled, ordering, ordering_type, key_filter):
     """Record versions of the log files, one file in memory at a time, filtered to a key range."""
     for path in log_paths:
-        blocks = [b for b in read_log_file(storage, path)
-                  if b.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE)
-                  and counts(b.header.get(HeaderKey.INSTANT_TIME))
-                  and b.header.get(HeaderKey.INSTANT_TIME) not in cancelled]
+        blocks = [
+            b
+            for b in read_log_file(storage, path)
+            if b.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE)
+            and counts(b.header.get(HeaderKey.INSTANT_TIME))
+            and b.header.get(HeaderKey.INSTANT_TIME) not in cancelled
+        ]
         for block in blocks:
             for v in block_versions([block], ordering, ordering_type, path):
                 yield Version(key_filter(v.table), v.is_delete)
@@ -104,6 +110,7 @@ def _range_filter(lo, hi):
             upper = pc.less(keys, hi)
             mask = upper if mask is None else pc.and_(mask, upper)
         return table.filter(mask)
+
     return keep
 
 
@@ -119,8 +126,14 @@ def estimate_memory(storage: Storage, op: CompactionOperation) -> float:
     return total
 
 
-def compact_operation(storage: str | Storage, instant: str, op: CompactionOperation, committed: AbstractSet[str],
-                      max_memory_bytes: int, token: str) -> tuple[WriteStat, int]:
+def compact_operation(
+    storage: str | Storage,
+    instant: str,
+    op: CompactionOperation,
+    committed: AbstractSet[str],
+    max_memory_bytes: int,
+    token: str,
+) -> tuple[WriteStat, int]:
     """Merge one operation's slice into a new base file named with the compaction instant. Returns its WriteStat."""
     started = time.monotonic()
     storage = storage_for(storage)
@@ -139,16 +152,21 @@ def compact_operation(storage: str | Storage, instant: str, op: CompactionOperat
     for name in log_names:
         if parse_log_file_name(name) is None:
             raise HoodieFormatError(f"compaction {instant}: {name!r} is not a log file name")
-    counts = (lambda t: t in committed and t < instant)
+
+    def counts(t):
+        return t in committed and t < instant
+
     cancelled = _rolled_back_targets(storage, log_paths, counts)
     k = max(1, math.ceil(estimate_memory(storage, op) / max_memory_bytes))
-    ranges = _ranges(_key_sample(storage, base_path, log_paths, counts, cancelled, ordering, ordering_type), k) \
-        if k > 1 else [(None, None)]
+    ranges = (
+        _ranges(_key_sample(storage, base_path, log_paths, counts, cancelled, ordering, ordering_type), k)
+        if k > 1
+        else [(None, None)]
+    )
     name = base_file_name(file_id, token, instant)
     rel = join(partition, name)
     create_marker(storage, instant, rel, "CREATE")
-    writer = BaseFileWriter(storage, rel, schema,
-                            avro_schema_json=json.dumps(avro, separators=(",", ":")))
+    writer = BaseFileWriter(storage, rel, schema, avro_schema_json=json.dumps(avro, separators=(",", ":")))
     rows = log_records = 0
     try:
         for lo, hi in ranges:
@@ -163,8 +181,9 @@ def compact_operation(storage: str | Storage, instant: str, op: CompactionOperat
                 versions.append(v)
             merged = merge(versions, schema, mode, ordering)
             if merged.num_rows:
-                merged = merged.set_column(merged.column_names.index(FILE_NAME), FILE_NAME,
-                                           pa.array([name] * merged.num_rows, pa.string()))
+                merged = merged.set_column(
+                    merged.column_names.index(FILE_NAME), FILE_NAME, pa.array([name] * merged.num_rows, pa.string())
+                )
                 writer.write(merged)
                 rows += merged.num_rows
             del versions, merged
@@ -174,12 +193,26 @@ def compact_operation(storage: str | Storage, instant: str, op: CompactionOperat
         raise
     log_size = sum(storage.size(p) for p in log_paths)
     return WriteStat(
-        file_id=file_id, path=rel, prev_commit=op.base_instant or "null", num_writes=rows,
-        num_update_writes=0, num_inserts=0, num_deletes=0, total_write_bytes=size, file_size_in_bytes=size,
-        partition_path=partition, total_log_records=log_records, total_log_files_compacted=len(log_paths),
-        total_log_size_compacted=log_size, total_updated_records_compacted=log_records,
-        runtime_stats={"totalScanTime": 0, "totalUpsertTime": 0,
-                       "totalCreateTime": int((time.monotonic() - started) * 1000)}), len(ranges)
+        file_id=file_id,
+        path=rel,
+        prev_commit=op.base_instant or "null",
+        num_writes=rows,
+        num_update_writes=0,
+        num_inserts=0,
+        num_deletes=0,
+        total_write_bytes=size,
+        file_size_in_bytes=size,
+        partition_path=partition,
+        total_log_records=log_records,
+        total_log_files_compacted=len(log_paths),
+        total_log_size_compacted=log_size,
+        total_updated_records_compacted=log_records,
+        runtime_stats={
+            "totalScanTime": 0,
+            "totalUpsertTime": 0,
+            "totalCreateTime": int((time.monotonic() - started) * 1000),
+        },
+    ), len(ranges)
 
 
 def run_niced(nice, fn, *args):
@@ -211,8 +244,9 @@ class CompactTask:
     """mapInArrow function: plan operations (JSON of `CompactionOperation.to_avro()`) in, write stats (JSON) out;
     one operation per task."""
 
-    def __init__(self, storage: Storage, instant: str, committed: AbstractSet[str], max_memory_bytes: int,
-                 nice: int = 0) -> None:
+    def __init__(
+        self, storage: Storage, instant: str, committed: AbstractSet[str], max_memory_bytes: int, nice: int = 0
+    ) -> None:
         self.storage = storage
         self.instant = instant
         self.committed = committed
@@ -228,8 +262,15 @@ class CompactTask:
         for batch in batches:
             for op_json in batch.column(0).to_pylist():
                 token = write_token(ctx.partitionId(), ctx.stageId(), ctx.attemptNumber()) if ctx else "0-0-0"
-                stat, ranges = run_niced(self.nice, compact_operation, self.storage, self.instant,
-                                         CompactionOperation.from_avro(json.loads(op_json)),
-                                         self.committed, self.max_memory_bytes, token)
+                stat, ranges = run_niced(
+                    self.nice,
+                    compact_operation,
+                    self.storage,
+                    self.instant,
+                    CompactionOperation.from_avro(json.loads(op_json)),
+                    self.committed,
+                    self.max_memory_bytes,
+                    token,
+                )
                 out.append(json.dumps(dict(stat.to_dict(), __ranges=ranges)))
         yield pa.record_batch([pa.array(out, pa.string())], names=["stat"])

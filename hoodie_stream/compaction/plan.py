@@ -41,8 +41,12 @@ def should_schedule(timeline, opts, now=None):
     elapsed = now - instant_to_datetime(since).timestamp()
     by_num = len(deltas) >= opts.delta_commits
     by_time = elapsed >= opts.delta_seconds
-    verdict = {"num_commits": by_num, "time_elapsed": by_time, "num_and_time": by_num and by_time,
-               "num_or_time": by_num or by_time}[opts.trigger]
+    verdict = {
+        "num_commits": by_num,
+        "time_elapsed": by_time,
+        "num_and_time": by_num and by_time,
+        "num_or_time": by_num or by_time,
+    }[opts.trigger]
     return verdict, len(deltas), elapsed
 
 
@@ -73,20 +77,22 @@ def make_operations(storage: Storage, timeline: Timeline) -> list[CompactionOper
             continue
         log_sizes = fs.log_sizes
         base_size = fs.base_size
-        ops.append(CompactionOperation(
-            file_id=fs.file_id,
-            partition=fs.partition,
-            base_instant=fs.base_instant,
-            log_files=tuple(fs.log_file_names()),
-            base_file=fs.base_file,
-            metrics={
-                "TOTAL_LOG_FILES": float(len(log_sizes)),
-                "TOTAL_LOG_FILES_SIZE": float(sum(log_sizes)),
-                "TOTAL_IO_READ_MB": (base_size + sum(log_sizes)) / MB,
-                "TOTAL_IO_WRITE_MB": (base_size + sum(log_sizes)) / MB,
-                "TOTAL_IO_MB": 2 * (base_size + sum(log_sizes)) / MB,
-            },
-        ))
+        ops.append(
+            CompactionOperation(
+                file_id=fs.file_id,
+                partition=fs.partition,
+                base_instant=fs.base_instant,
+                log_files=tuple(fs.log_file_names()),
+                base_file=fs.base_file,
+                metrics={
+                    "TOTAL_LOG_FILES": float(len(log_sizes)),
+                    "TOTAL_LOG_FILES_SIZE": float(sum(log_sizes)),
+                    "TOTAL_IO_READ_MB": (base_size + sum(log_sizes)) / MB,
+                    "TOTAL_IO_WRITE_MB": (base_size + sum(log_sizes)) / MB,
+                    "TOTAL_IO_MB": 2 * (base_size + sum(log_sizes)) / MB,
+                },
+            )
+        )
     return ops
 
 
@@ -100,6 +106,11 @@ def schedule_compaction(storage, timeline, opts=None, force=False):
     ops = make_operations(storage, timeline)
     if not ops:
         return None
-    plan = {"operations": [op.to_avro() for op in ops], "extraMetadata": None, "version": PLAN_VERSION,
-            "strategy": None, "preserveHoodieMetadata": True}
+    plan = {
+        "operations": [op.to_avro() for op in ops],
+        "extraMetadata": None,
+        "version": PLAN_VERSION,
+        "strategy": None,
+        "preserveHoodieMetadata": True,
+    }
     return timeline.create_new("compaction", write_container("HoodieCompactionPlan", plan))

@@ -13,8 +13,9 @@ from .operation import plan_operations
 log = logging.getLogger("hoodie_stream.compaction")
 
 
-def run_compaction(spark, storage, timeline, instant, max_memory_bytes, tasks=None, wave=None, before_wave=None,
-                   nice=0):
+def run_compaction(
+    spark, storage, timeline, instant, max_memory_bytes, tasks=None, wave=None, before_wave=None, nice=0
+):
     """Execute and commit one planned compaction. Returns the completed instant's write stats.
 
     With `wave`, the operations run as successive Spark jobs of at most `wave` tasks each, `before_wave()` called
@@ -40,7 +41,7 @@ def run_compaction(spark, storage, timeline, instant, max_memory_bytes, tasks=No
             task = CompactTask(storage, instant, committed, max_memory_bytes, nice)
             result = []
             for start in range(0, len(rows), size):
-                chunk = rows[start:start + size]
+                chunk = rows[start : start + size]
                 if before_wave is not None:
                     before_wave()
                 frame = spark.createDataFrame(chunk, "op string").repartition(min(len(chunk), tasks or len(chunk)))
@@ -55,8 +56,12 @@ def run_compaction(spark, storage, timeline, instant, max_memory_bytes, tasks=No
         commit_compaction(storage, timeline, instant, plan, stats)
     except BaseException as exc:
         error = rebuild_task_error(exc)  # an error of a task is raised as itself
-        log.warning("compaction %s of %s did not complete (%s); its files are removed and the plan stays requested",
-                    instant, storage, type(error or exc).__name__)
+        log.warning(
+            "compaction %s of %s did not complete (%s); its files are removed and the plan stays requested",
+            instant,
+            storage,
+            type(error or exc).__name__,
+        )
         revert_to_requested(storage, timeline, instant)
         if error is not None:
             raise error from None

@@ -21,8 +21,8 @@ from ..format.timeline import Timeline
 from ..storage import storage_for
 from . import clean
 from .commit import revert_to_requested
-from .run import run_compaction
 from .plan import pending_plans, schedule_compaction
+from .run import run_compaction
 
 log = logging.getLogger("hoodie_stream.compaction")
 POOL = "hoodie_compaction"
@@ -32,8 +32,11 @@ INGEST_WAIT_SECONDS = 30
 def recover(storage):
     """Revert inflight compactions to requested and finish interrupted cleans (no service may be running)."""
     timeline = Timeline(storage)
-    reverted = [i.timestamp for i in timeline.pending(["compaction"]) if i.is_inflight
-                and revert_to_requested(storage, timeline, i.timestamp)]
+    reverted = [
+        i.timestamp
+        for i in timeline.pending(["compaction"])
+        if i.is_inflight and revert_to_requested(storage, timeline, i.timestamp)
+    ]
     clean.finish_pending_cleans(storage, timeline)
     return reverted
 
@@ -45,8 +48,17 @@ def run_pending_compactions(spark, storage, opts, limit=None, wave=None, before_
     for instant in list(pending_plans(timeline)):
         if limit is not None and len(done) >= limit:
             break
-        run_compaction(spark, storage, timeline, instant, opts.max_memory_bytes, opts.tasks, wave=wave,
-                       before_wave=before_wave, nice=nice)
+        run_compaction(
+            spark,
+            storage,
+            timeline,
+            instant,
+            opts.max_memory_bytes,
+            opts.tasks,
+            wave=wave,
+            before_wave=before_wave,
+            nice=nice,
+        )
         done.append(instant)
     return done
 
@@ -96,8 +108,12 @@ class TableServices:
         self._kick()
         pending = len(pending_plans(Timeline(self.storage)))
         if pending > opts.max_pending:
-            log.warning("%d compaction plans pending for %s (limit %d): waiting for compaction to catch up",
-                        pending, self.storage, opts.max_pending)
+            log.warning(
+                "%d compaction plans pending for %s (limit %d): waiting for compaction to catch up",
+                pending,
+                self.storage,
+                opts.max_pending,
+            )
             while len(pending_plans(Timeline(self.storage))) > opts.max_pending:
                 self._kick()
                 self._thread.join(0.5)
@@ -128,8 +144,9 @@ class TableServices:
                 return
             self._again = True
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._loop, name=f"hoodie-compaction-{self.storage.uri}",
-                                                daemon=True)
+                self._thread = threading.Thread(
+                    target=self._loop, name=f"hoodie-compaction-{self.storage.uri}", daemon=True
+                )
                 self._thread.start()
 
     def _loop(self):
@@ -143,9 +160,15 @@ class TableServices:
                     return
                 self._again = False
             try:
-                done = run_pending_compactions(self._spark, self.storage, self.opts, limit=1,
-                                               wave=self._wave_size(self._spark), before_wave=self._before_wave,
-                                               nice=self.opts.nice)
+                done = run_pending_compactions(
+                    self._spark,
+                    self.storage,
+                    self.opts,
+                    limit=1,
+                    wave=self._wave_size(self._spark),
+                    before_wave=self._before_wave,
+                    nice=self.opts.nice,
+                )
                 if done:
                     self.completed += done
                     self._again = True
@@ -153,8 +176,7 @@ class TableServices:
                     clean.clean(self.storage, Timeline(self.storage), self.opts)
             except Exception as exc:  # the plan stays requested; the next micro-batch retries it
                 if self._stop:
-                    log.info("table services of %s stopped during a compaction; its plan stays requested",
-                             self.storage)
+                    log.info("table services of %s stopped during a compaction; its plan stays requested", self.storage)
                 else:
                     log.exception("table service failed for %s", self.storage.uri)
                     self.errors.append(exc)

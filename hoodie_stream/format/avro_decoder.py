@@ -49,8 +49,9 @@ def decode_records(buffer, offsets, avro_schema, arrow_schema=None, reader_schem
         return _decode_fastavro(buffer, offsets, schema, target)
     if n and not np.array_equal(pos, offsets[1:]):
         bad = int(np.flatnonzero(pos != offsets[1:])[0])
-        raise HoodieFormatError(f"Avro record {bad}: decoded {pos[bad] - offsets[bad]} bytes, record has "
-                                f"{offsets[bad + 1] - offsets[bad]}")
+        raise HoodieFormatError(
+            f"Avro record {bad}: decoded {pos[bad] - offsets[bad]} bytes, record has {offsets[bad + 1] - offsets[bad]}"
+        )
     table = pa.Table.from_arrays(columns, schema=pa.schema(writer_fields))
     return conform_table(table, target) if target is not None else table
 
@@ -300,7 +301,7 @@ def _decode_fastavro(buffer, offsets, schema, target):
     parsed = fastavro.parse_schema(schema)
     view = memoryview(bytes(buffer))
     rows = [
-        fastavro.schemaless_reader(io.BytesIO(view[int(a):int(b)]), parsed, return_record_name=False)
+        fastavro.schemaless_reader(io.BytesIO(view[int(a) : int(b)]), parsed, return_record_name=False)
         for a, b in zip(offsets[:-1], offsets[1:])
     ]
     if target is None:

@@ -210,10 +210,14 @@ def _numpy(arr, path, fill, checks):
 
 _UNIT_SCALE = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
 _LOGICAL_NS = {
-    "timestamp-millis": 1_000_000, "local-timestamp-millis": 1_000_000,
-    "timestamp-micros": 1_000, "local-timestamp-micros": 1_000,
-    "timestamp-nanos": 1, "local-timestamp-nanos": 1,
-    "time-millis": 1_000_000, "time-micros": 1_000,
+    "timestamp-millis": 1_000_000,
+    "local-timestamp-millis": 1_000_000,
+    "timestamp-micros": 1_000,
+    "local-timestamp-micros": 1_000,
+    "timestamp-nanos": 1,
+    "local-timestamp-nanos": 1,
+    "time-millis": 1_000_000,
+    "time-micros": 1_000,
 }
 
 
@@ -251,7 +255,7 @@ def _decimal_segments(arr, s, valid, path):
             sign = np.where(be[:, width - size] >= 0x80, np.uint8(0xFF), np.uint8(0))
             if ((be[:, : width - size] != sign[:, None]).any(axis=1) & valid).any():
                 raise HoodieFormatError(f"field {path}: decimal value does not fit fixed({size})")
-            return [(be[:, width - size:], valid[:, None])]
+            return [(be[:, width - size :], valid[:, None])]
         pad = np.where(be[:, :1] >= 0x80, np.uint8(0xFF), np.uint8(0))
         return [(np.hstack([np.repeat(pad, size - width, axis=1), be]), valid[:, None])]
     negative = be[:, 0] >= 0x80

@@ -56,122 +56,225 @@ def _record(name, fields, doc=None, top=False):
 
 _INSTANT_INFO = _record("HoodieInstantInfo", [_req("commitTime", S), _req("action", S)])
 
-HOODIE_ROLLBACK_METADATA = _record("HoodieRollbackMetadata", [
-    _req("startRollbackTime", S),
-    _req("timeTakenInMillis", '"long"'),
-    _req("totalFilesDeleted", '"int"'),
-    _req("commitsRollback", _array(S)),
-    _req("partitionMetadata", _map(_record("HoodieRollbackPartitionMetadata", [
-        _req("partitionPath", S),
-        _req("successDeleteFiles", _array(S)),
-        _req("failedDeleteFiles", _array(S)),
-        _opt("rollbackLogFiles", _map('"long"')),
-        _opt("logFilesFromFailedCommit", _map('"long"')),
-    ]))),
-    _version(),
-    _field("instantsRollback", _array(_INSTANT_INFO, ',"default":[]'), []),
-], top=True)
+HOODIE_ROLLBACK_METADATA = _record(
+    "HoodieRollbackMetadata",
+    [
+        _req("startRollbackTime", S),
+        _req("timeTakenInMillis", '"long"'),
+        _req("totalFilesDeleted", '"int"'),
+        _req("commitsRollback", _array(S)),
+        _req(
+            "partitionMetadata",
+            _map(
+                _record(
+                    "HoodieRollbackPartitionMetadata",
+                    [
+                        _req("partitionPath", S),
+                        _req("successDeleteFiles", _array(S)),
+                        _req("failedDeleteFiles", _array(S)),
+                        _opt("rollbackLogFiles", _map('"long"')),
+                        _opt("logFilesFromFailedCommit", _map('"long"')),
+                    ],
+                )
+            ),
+        ),
+        _version(),
+        _field("instantsRollback", _array(_INSTANT_INFO, ',"default":[]'), []),
+    ],
+    top=True,
+)
 
-HOODIE_ROLLBACK_PLAN = _record("HoodieRollbackPlan", [
-    _opt("instantToRollback", _INSTANT_INFO, doc="Hoodie instant that needs to be rolled back"),
-    _opt("RollbackRequests", _array(_record("HoodieRollbackRequest", [
-        _req("partitionPath", S),
-        _opt("fileId", S),
-        _opt("latestBaseInstant", S),
-        _field("filesToBeDeleted", _array(S, ',"default":[]'), []),
-        _opt("logBlocksToBeDeleted", _map('"long"')),
-    ]))),
-    _version(),
-], top=True)
+HOODIE_ROLLBACK_PLAN = _record(
+    "HoodieRollbackPlan",
+    [
+        _opt("instantToRollback", _INSTANT_INFO, doc="Hoodie instant that needs to be rolled back"),
+        _opt(
+            "RollbackRequests",
+            _array(
+                _record(
+                    "HoodieRollbackRequest",
+                    [
+                        _req("partitionPath", S),
+                        _opt("fileId", S),
+                        _opt("latestBaseInstant", S),
+                        _field("filesToBeDeleted", _array(S, ',"default":[]'), []),
+                        _opt("logBlocksToBeDeleted", _map('"long"')),
+                    ],
+                )
+            ),
+        ),
+        _version(),
+    ],
+    top=True,
+)
 
 _STRING_MAP = _map(S)
-_SLICE_INFO = _record("HoodieSliceInfo", [
-    _opt("dataFilePath", S),
-    _opt("deltaFilePaths", _array(S)),
-    _req("fileId", '["null",%s]' % S),
-    _opt("partitionPath", S),
-    _opt("bootstrapFilePath", S),
-    _version(),
-])
-_CLUSTERING_PLAN = _record("HoodieClusteringPlan", [
-    _opt("inputGroups", _array(_record("HoodieClusteringGroup", [
-        _opt("slices", _array(_SLICE_INFO)),
-        _opt("metrics", _map('"double"')),
-        _field("numOutputFileGroups", '["int","null"]', 1),
-        _opt("extraMetadata", _STRING_MAP),
-        _version(),
-    ]))),
-    _opt("strategy", _record("HoodieClusteringStrategy", [
-        _opt("strategyClassName", S),
-        _opt("strategyParams", _STRING_MAP),
-        _version(),
-    ])),
-    _opt("extraMetadata", _STRING_MAP),
-    _version(),
-    _opt("preserveHoodieMetadata", '"boolean"'),
-])
-HOODIE_REQUESTED_REPLACE_METADATA = _record("HoodieRequestedReplaceMetadata", [
-    _opt("operationType", S),
-    _opt("clusteringPlan", _CLUSTERING_PLAN),
-    _opt("extraMetadata", _STRING_MAP),
-    _version(),
-], top=True)
-
-HOODIE_COMPACTION_PLAN = _record("HoodieCompactionPlan", [
-    _opt("operations", _array(_record("HoodieCompactionOperation", [
-        _req("baseInstantTime", '["null",%s]' % S),
-        _opt("deltaFilePaths", _array(S)),
+_SLICE_INFO = _record(
+    "HoodieSliceInfo",
+    [
         _opt("dataFilePath", S),
+        _opt("deltaFilePaths", _array(S)),
         _req("fileId", '["null",%s]' % S),
         _opt("partitionPath", S),
-        _opt("metrics", _map('"double"')),
         _opt("bootstrapFilePath", S),
-    ]))),
-    _opt("extraMetadata", _STRING_MAP),
-    _version(),
-    _opt("strategy", _record("HoodieCompactionStrategy", [
-        _opt("compactorClassName", S, doc="The class name that is provided here should extend "
-             "CompactionExecutionStrategy abstract class, idea is that the plan generator will also provide the "
-             "execution strategy to use."),
-        _opt("strategyParams", _STRING_MAP, doc="These parameters play a key role in determining which action "
-             "type it is i.e. compaction or logcompaction and it will also include configs that determine how "
-             "compaction needs to be executed."),
         _version(),
-    ])),
-    _field("preserveHoodieMetadata", '["boolean","null"]', False),
-], top=True)
+    ],
+)
+_CLUSTERING_PLAN = _record(
+    "HoodieClusteringPlan",
+    [
+        _opt(
+            "inputGroups",
+            _array(
+                _record(
+                    "HoodieClusteringGroup",
+                    [
+                        _opt("slices", _array(_SLICE_INFO)),
+                        _opt("metrics", _map('"double"')),
+                        _field("numOutputFileGroups", '["int","null"]', 1),
+                        _opt("extraMetadata", _STRING_MAP),
+                        _version(),
+                    ],
+                )
+            ),
+        ),
+        _opt(
+            "strategy",
+            _record(
+                "HoodieClusteringStrategy",
+                [
+                    _opt("strategyClassName", S),
+                    _opt("strategyParams", _STRING_MAP),
+                    _version(),
+                ],
+            ),
+        ),
+        _opt("extraMetadata", _STRING_MAP),
+        _version(),
+        _opt("preserveHoodieMetadata", '"boolean"'),
+    ],
+)
+HOODIE_REQUESTED_REPLACE_METADATA = _record(
+    "HoodieRequestedReplaceMetadata",
+    [
+        _opt("operationType", S),
+        _opt("clusteringPlan", _CLUSTERING_PLAN),
+        _opt("extraMetadata", _STRING_MAP),
+        _version(),
+    ],
+    top=True,
+)
 
-HOODIE_CLEANER_PLAN = _record("HoodieCleanerPlan", [
-    _opt("earliestInstantToRetain", _record("HoodieActionInstant", [
-        _req("timestamp", S), _req("action", S), _req("state", S)])),
-    _field("lastCompletedCommitTimestamp", S, ""),
-    _req("policy", S),
-    _opt("filesToBeDeletedPerPartition", _map(_array(S))),
-    _version(),
-    _opt("filePathsToBeDeletedPerPartition", _map(_array(_record("HoodieCleanFileInfo", [
-        _opt("filePath", S),
-        _opt("isBootstrapBaseFile", '"boolean"'),
-    ]))), doc="This field replaces the field filesToBeDeletedPerPartition"),
-    _opt("partitionsToBeDeleted", _array(S), doc="partitions to be deleted"),
-], top=True)
+HOODIE_COMPACTION_PLAN = _record(
+    "HoodieCompactionPlan",
+    [
+        _opt(
+            "operations",
+            _array(
+                _record(
+                    "HoodieCompactionOperation",
+                    [
+                        _req("baseInstantTime", '["null",%s]' % S),
+                        _opt("deltaFilePaths", _array(S)),
+                        _opt("dataFilePath", S),
+                        _req("fileId", '["null",%s]' % S),
+                        _opt("partitionPath", S),
+                        _opt("metrics", _map('"double"')),
+                        _opt("bootstrapFilePath", S),
+                    ],
+                )
+            ),
+        ),
+        _opt("extraMetadata", _STRING_MAP),
+        _version(),
+        _opt(
+            "strategy",
+            _record(
+                "HoodieCompactionStrategy",
+                [
+                    _opt(
+                        "compactorClassName",
+                        S,
+                        doc="The class name that is provided here should extend "
+                        "CompactionExecutionStrategy abstract class, idea is that the plan generator will also provide the "
+                        "execution strategy to use.",
+                    ),
+                    _opt(
+                        "strategyParams",
+                        _STRING_MAP,
+                        doc="These parameters play a key role in determining which action "
+                        "type it is i.e. compaction or logcompaction and it will also include configs that determine how "
+                        "compaction needs to be executed.",
+                    ),
+                    _version(),
+                ],
+            ),
+        ),
+        _field("preserveHoodieMetadata", '["boolean","null"]', False),
+    ],
+    top=True,
+)
 
-HOODIE_CLEAN_METADATA = _record("HoodieCleanMetadata", [
-    _req("startCleanTime", S),
-    _req("timeTakenInMillis", '"long"'),
-    _req("totalFilesDeleted", '"int"'),
-    _req("earliestCommitToRetain", S),
-    _field("lastCompletedCommitTimestamp", S, ""),
-    _req("partitionMetadata", _map(_record("HoodieCleanPartitionMetadata", [
-        _req("partitionPath", S),
+HOODIE_CLEANER_PLAN = _record(
+    "HoodieCleanerPlan",
+    [
+        _opt(
+            "earliestInstantToRetain",
+            _record("HoodieActionInstant", [_req("timestamp", S), _req("action", S), _req("state", S)]),
+        ),
+        _field("lastCompletedCommitTimestamp", S, ""),
         _req("policy", S),
-        _req("deletePathPatterns", _array(S)),
-        _req("successDeleteFiles", _array(S)),
-        _req("failedDeleteFiles", _array(S)),
-        _opt("isPartitionDeleted", '"boolean"'),
-    ]))),
-    _version(),
-    _opt("bootstrapPartitionMetadata", _map('"HoodieCleanPartitionMetadata"', ',"default":null')),
-], top=True)
+        _opt("filesToBeDeletedPerPartition", _map(_array(S))),
+        _version(),
+        _opt(
+            "filePathsToBeDeletedPerPartition",
+            _map(
+                _array(
+                    _record(
+                        "HoodieCleanFileInfo",
+                        [
+                            _opt("filePath", S),
+                            _opt("isBootstrapBaseFile", '"boolean"'),
+                        ],
+                    )
+                )
+            ),
+            doc="This field replaces the field filesToBeDeletedPerPartition",
+        ),
+        _opt("partitionsToBeDeleted", _array(S), doc="partitions to be deleted"),
+    ],
+    top=True,
+)
+
+HOODIE_CLEAN_METADATA = _record(
+    "HoodieCleanMetadata",
+    [
+        _req("startCleanTime", S),
+        _req("timeTakenInMillis", '"long"'),
+        _req("totalFilesDeleted", '"int"'),
+        _req("earliestCommitToRetain", S),
+        _field("lastCompletedCommitTimestamp", S, ""),
+        _req(
+            "partitionMetadata",
+            _map(
+                _record(
+                    "HoodieCleanPartitionMetadata",
+                    [
+                        _req("partitionPath", S),
+                        _req("policy", S),
+                        _req("deletePathPatterns", _array(S)),
+                        _req("successDeleteFiles", _array(S)),
+                        _req("failedDeleteFiles", _array(S)),
+                        _opt("isPartitionDeleted", '"boolean"'),
+                    ],
+                )
+            ),
+        ),
+        _version(),
+        _opt("bootstrapPartitionMetadata", _map('"HoodieCleanPartitionMetadata"', ',"default":null')),
+    ],
+    top=True,
+)
 
 # Ordering-value wrappers of HoodieDeleteRecord, in union order (branch 1..11; 0 is null).
 WRAPPERS = [
@@ -183,8 +286,7 @@ WRAPPERS = [
     ("BytesWrapper", "bytes", '"bytes"'),
     ("StringWrapper", "string", S),
     ("DateWrapper", "Date logical", '"int"'),
-    ("DecimalWrapper", "Decimal logical",
-     '{"type":"bytes","logicalType":"decimal","precision":30,"scale":15}'),
+    ("DecimalWrapper", "Decimal logical", '{"type":"bytes","logicalType":"decimal","precision":30,"scale":15}'),
     ("TimeMicrosWrapper", "Time-micros logical", '{"type":"long","logicalType":"time-micros"}'),
     ("TimestampMicrosWrapper", "Timestamp-micros logical", '"long"'),
 ]
@@ -192,25 +294,59 @@ WRAPPERS = [
 
 def _delete_record_list(wrappers):
     union = ",".join(
-        _record(name, [_req("value", value)], doc=f"A record wrapping {what} type to be able to be used it w/in "
-                "Avro's Union") for name, what, value in wrappers)
-    return _record("HoodieDeleteRecordList", [
-        _req("deleteRecordList", _array(_record("HoodieDeleteRecord", [
-            _opt("recordKey", S, doc="Record key in String"),
-            _opt("partitionPath", S, doc="Partition path in String"),
-            _field("orderingVal", '["null",%s]' % union, None,
-                   doc="Ordering value determining the order of merging on the same key"),
-        ], doc="Individual Hudi record to delete")), doc="A list of Hudi records to delete"),
-    ], doc="A list of delete records stored in the delete block in log block version 3", top=True)
+        _record(
+            name,
+            [_req("value", value)],
+            doc=f"A record wrapping {what} type to be able to be used it w/in Avro's Union",
+        )
+        for name, what, value in wrappers
+    )
+    return _record(
+        "HoodieDeleteRecordList",
+        [
+            _req(
+                "deleteRecordList",
+                _array(
+                    _record(
+                        "HoodieDeleteRecord",
+                        [
+                            _opt("recordKey", S, doc="Record key in String"),
+                            _opt("partitionPath", S, doc="Partition path in String"),
+                            _field(
+                                "orderingVal",
+                                '["null",%s]' % union,
+                                None,
+                                doc="Ordering value determining the order of merging on the same key",
+                            ),
+                        ],
+                        doc="Individual Hudi record to delete",
+                    )
+                ),
+                doc="A list of Hudi records to delete",
+            ),
+        ],
+        doc="A list of delete records stored in the delete block in log block version 3",
+        top=True,
+    )
 
 
 HOODIE_DELETE_RECORD_LIST = _delete_record_list(WRAPPERS)
 # Same bytes on the wire; DateWrapper / TimestampMicrosWrapper values annotated as date / timestamp-micros so
 # Python date and datetime values map to them (Hudi's generated classes carry plain int / long there).
-DELETE_RECORD_LIST_SCHEMA = _delete_record_list([
-    (n, w, '{"type":"int","logicalType":"date"}' if n == "DateWrapper"
-     else '{"type":"long","logicalType":"timestamp-micros"}' if n == "TimestampMicrosWrapper" else v)
-    for n, w, v in WRAPPERS])
+DELETE_RECORD_LIST_SCHEMA = _delete_record_list(
+    [
+        (
+            n,
+            w,
+            '{"type":"int","logicalType":"date"}'
+            if n == "DateWrapper"
+            else '{"type":"long","logicalType":"timestamp-micros"}'
+            if n == "TimestampMicrosWrapper"
+            else v,
+        )
+        for n, w, v in WRAPPERS
+    ]
+)
 
 SCHEMAS = {
     "HoodieCompactionPlan": HOODIE_COMPACTION_PLAN,

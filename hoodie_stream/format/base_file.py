@@ -58,8 +58,16 @@ def _ordered(table):
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
-def write_base_file(storage, path, table, *, record_key_col="_hoodie_record_key", avro_schema_json=None,
-                    compression=DEFAULT_COMPRESSION, bloom_filter=True):
+def write_base_file(
+    storage,
+    path,
+    table,
+    *,
+    record_key_col="_hoodie_record_key",
+    avro_schema_json=None,
+    compression=DEFAULT_COMPRESSION,
+    bloom_filter=True,
+):
     """Write table (meta columns are moved first) as a Hudi base file at `path` (relative to the storage root),
     atomically.
 
@@ -69,6 +77,7 @@ def write_base_file(storage, path, table, *, record_key_col="_hoodie_record_key"
     Returns the size in bytes of the written file.
     """
     import pyarrow.parquet as pq
+
     storage = storage_for(storage)
     table = _ordered(table)
     meta = dict(table.schema.metadata or {})
@@ -85,13 +94,19 @@ def write_base_file(storage, path, table, *, record_key_col="_hoodie_record_key"
         return f.tell()
 
 
-_WRITE_OPTIONS = {"coerce_timestamps": "us", "allow_truncated_timestamps": True, "store_decimal_as_integer": True,
-                  "use_compliant_nested_type": True, "write_statistics": True}
+_WRITE_OPTIONS = {
+    "coerce_timestamps": "us",
+    "allow_truncated_timestamps": True,
+    "store_decimal_as_integer": True,
+    "use_compliant_nested_type": True,
+    "write_statistics": True,
+}
 
 
 def read_base_file(storage, path, columns=None, filters=None):
     """Read a base file as an Arrow table (optionally a column subset / pyarrow filters)."""
     import pyarrow.parquet as pq
+
     with storage_for(storage).open_input(path) as f:
         return pq.read_table(f, columns=columns, filters=filters)
 
@@ -100,6 +115,7 @@ def parquet_file(storage, path):
     """A `pyarrow.parquet.ParquetFile` of the base file at `path`, to read row groups or batches; close it (it is a
     context manager) to release the file."""
     import pyarrow.parquet as pq
+
     return pq.ParquetFile(storage_for(storage).open_input(path))
 
 
@@ -125,6 +141,7 @@ class BaseFileWriter:
 
     def __init__(self, storage, path, schema, *, avro_schema_json=None, compression=DEFAULT_COMPRESSION):
         import pyarrow.parquet as pq
+
         self.storage = storage_for(storage)
         self.path = path
         self.schema = _ordered(schema.empty_table()).schema

@@ -188,5 +188,3 @@ class BloomFilter:
     @classmethod
     def deserialize(cls, text):
         return cls.from_bytes(base64.b64decode(text))
-
-

@@ -21,8 +21,9 @@ class RowTaker:
         batch, each batch takes its own rows, and the pieces are put back in the order of `indices`."""
         if len(self.batches) <= 1:
             return self.table.take(indices)
-        idx = np.asarray(indices.to_numpy(zero_copy_only=False) if hasattr(indices, "to_numpy") else indices,
-                         dtype=np.int64)
+        idx = np.asarray(
+            indices.to_numpy(zero_copy_only=False) if hasattr(indices, "to_numpy") else indices, dtype=np.int64
+        )
         which = np.searchsorted(self.starts, idx, side="right") - 1
         by_batch = np.argsort(which, kind="stable")
         bounds = np.flatnonzero(np.diff(which[by_batch])) + 1
@@ -35,4 +36,3 @@ class RowTaker:
         back = np.empty(len(idx), dtype=np.int64)
         back[by_batch] = np.arange(len(idx), dtype=np.int64)
         return grouped.take(pa.array(back))
-

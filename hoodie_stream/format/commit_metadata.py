@@ -125,8 +125,9 @@ class CommitMetadata:
 
     def to_dict(self):
         d = {
-            "partitionToWriteStats": {p: [s.to_dict() for s in stats]
-                                      for p, stats in self.partition_to_write_stats.items()},
+            "partitionToWriteStats": {
+                p: [s.to_dict() for s in stats] for p, stats in self.partition_to_write_stats.items()
+            },
             "compacted": bool(self.compacted),
             "extraMetadata": dict(self.extra_metadata),
             "operationType": self.operation_type,
@@ -143,11 +144,18 @@ class CommitMetadata:
     def from_dict(cls, d):
         if not isinstance(d, dict):
             raise HoodieFormatError("commit metadata is not a JSON object")
-        stats = {p: [WriteStat.from_dict(s) for s in (lst or [])]
-                 for p, lst in (d.get("partitionToWriteStats") or {}).items()}
+        stats = {
+            p: [WriteStat.from_dict(s) for s in (lst or [])]
+            for p, lst in (d.get("partitionToWriteStats") or {}).items()
+        }
         replace = d.get("partitionToReplaceFileIds")
-        return cls(stats, bool(d.get("compacted", False)), dict(d.get("extraMetadata") or {}),
-                   d.get("operationType") or "UNKNOWN", None if replace is None else dict(replace))
+        return cls(
+            stats,
+            bool(d.get("compacted", False)),
+            dict(d.get("extraMetadata") or {}),
+            d.get("operationType") or "UNKNOWN",
+            None if replace is None else dict(replace),
+        )
 
     @classmethod
     def from_json(cls, data):

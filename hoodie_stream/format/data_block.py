@@ -34,7 +34,7 @@ def avro_data_records(records_buffer, offsets):
     n = len(offsets) - 1
     if n <= 0:
         return b""
-    src = np.frombuffer(records_buffer, dtype=np.uint8)[offsets[0]:offsets[-1]]
+    src = np.frombuffer(records_buffer, dtype=np.uint8)[offsets[0] : offsets[-1]]
     lengths = np.diff(offsets)
     if lengths.min() < 0 or lengths.max() > 0x7FFFFFFF:
         raise HoodieFormatError("record offsets must be non-decreasing and each record < 2 GiB")
@@ -94,6 +94,7 @@ def _walk_length_prefixes(content, pos, n):
 def parquet_data_content(table, compression="gzip"):
     """PARQUET_DATA content: the bytes of a complete parquet file holding `table`."""
     import pyarrow.parquet as pq
+
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression=compression)
     return sink.getvalue().to_pybytes()
@@ -101,6 +102,7 @@ def parquet_data_content(table, compression="gzip"):
 
 def read_parquet_content(content):
     import pyarrow.parquet as pq
+
     if content[:4] != b"PAR1" or content[-4:] != b"PAR1":
         raise HoodieFormatError("parquet data block content is not a parquet file")
     return pq.read_table(pa.BufferReader(content))

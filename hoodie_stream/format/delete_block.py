@@ -12,11 +12,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import HoodieFormatError, HoodieUsageError
 from .avro_encoder import encode_records
 from .avro_models import DELETE_RECORD_LIST_SCHEMA, WRAPPERS
-from ..errors import HoodieFormatError, HoodieUsageError
 from .log_block import CONTENT_VERSION
-
 
 WRAPPER_NAMES = tuple(name for name, _what, _type in WRAPPERS)  # union branches 1..11 of orderingVal
 _PARSED: list[dict] = []
@@ -30,9 +29,17 @@ def delete_record_list_schema():
 
 
 _HINTS = {
-    "boolean": "BooleanWrapper", "bool": "BooleanWrapper", "int": "IntWrapper", "long": "LongWrapper",
-    "float": "FloatWrapper", "double": "DoubleWrapper", "bytes": "BytesWrapper", "string": "StringWrapper",
-    "date": "DateWrapper", "decimal": "DecimalWrapper", "time-micros": "TimeMicrosWrapper",
+    "boolean": "BooleanWrapper",
+    "bool": "BooleanWrapper",
+    "int": "IntWrapper",
+    "long": "LongWrapper",
+    "float": "FloatWrapper",
+    "double": "DoubleWrapper",
+    "bytes": "BytesWrapper",
+    "string": "StringWrapper",
+    "date": "DateWrapper",
+    "decimal": "DecimalWrapper",
+    "time-micros": "TimeMicrosWrapper",
     "timestamp-micros": "TimestampMicrosWrapper",
 }
 
@@ -75,7 +82,7 @@ def _ordering_union(value, wrapper):
     name = _wrapper_name(wrapper) if wrapper else _natural_wrapper(value)
     if isinstance(value, np.generic):
         value = value.item()
-    if name == "IntWrapper" and not -2**31 <= value < 2**31:
+    if name == "IntWrapper" and not -(2**31) <= value < 2**31:
         raise HoodieFormatError(f"ordering value {value} does not fit an IntWrapper")
     return ("org.apache.hudi.avro.model." + name, {"value": value})
 
@@ -92,9 +99,12 @@ def delete_content(keys, partitions, ordering_vals=None, wrapper=None):
         ordering_vals = [None] * n
     if len(partitions) != n or len(ordering_vals) != n:
         raise HoodieUsageError(
-            f"delete block: {n} keys, {len(partitions)} partitions, {len(ordering_vals)} ordering values")
-    records = [{"recordKey": k, "partitionPath": p, "orderingVal": _ordering_union(v, wrapper)}
-               for k, p, v in zip(keys, partitions, ordering_vals)]
+            f"delete block: {n} keys, {len(partitions)} partitions, {len(ordering_vals)} ordering values"
+        )
+    records = [
+        {"recordKey": k, "partitionPath": p, "orderingVal": _ordering_union(v, wrapper)}
+        for k, p, v in zip(keys, partitions, ordering_vals)
+    ]
     out = io.BytesIO()
     fastavro.schemaless_writer(out, delete_record_list_schema(), {"deleteRecordList": records})
     payload = out.getvalue()
@@ -102,9 +112,13 @@ def delete_content(keys, partitions, ordering_vals=None, wrapper=None):
 
 
 # Arrow types whose values the vectorized DELETE encoding writes in their natural wrapper (as delete_content would)
-_ARROW_WRAPPERS = ((pa.types.is_boolean, "BooleanWrapper"), (pa.types.is_integer, "LongWrapper"),
-                   (pa.types.is_floating, "DoubleWrapper"), (pa.types.is_string, "StringWrapper"),
-                   (pa.types.is_large_string, "StringWrapper"))
+_ARROW_WRAPPERS = (
+    (pa.types.is_boolean, "BooleanWrapper"),
+    (pa.types.is_integer, "LongWrapper"),
+    (pa.types.is_floating, "DoubleWrapper"),
+    (pa.types.is_string, "StringWrapper"),
+    (pa.types.is_large_string, "StringWrapper"),
+)
 
 
 def _union_branch(schema, field, name):
@@ -135,16 +149,25 @@ def delete_content_arrow(keys, partition, ordering=None):
     if n == 0:
         payload = b"\x00"
     else:
-        ident = {"type": "record", "name": "DeleteKey", "fields": [
-            {"name": "recordKey", "type": ["null", "string"]}, {"name": "partitionPath", "type": ["null", "string"]}]}
+        ident = {
+            "type": "record",
+            "name": "DeleteKey",
+            "fields": [
+                {"name": "recordKey", "type": ["null", "string"]},
+                {"name": "partitionPath", "type": ["null", "string"]},
+            ],
+        }
         table = pa.table({"recordKey": keys.cast(pa.string()), "partitionPath": pa.array([partition] * n, pa.string())})
         pieces = [_binary(*encode_records(table, ident), n)]
         if wrapper is None:
             pieces.append(pa.array([b"\x00"] * n, pa.large_binary()))
         else:
             branch, wrapper_schema = _union_branch(schema, "orderingVal", wrapper)
-            value_schema = {"type": "record", "name": "Value",
-                            "fields": [{"name": "value", "type": wrapper_schema["fields"][0]["type"]}]}
+            value_schema = {
+                "type": "record",
+                "name": "Value",
+                "fields": [{"name": "value", "type": wrapper_schema["fields"][0]["type"]}],
+            }
             if pa.types.is_integer(ordering.type):
                 ordering = ordering.cast(pa.int64())
             elif pa.types.is_floating(ordering.type):
@@ -153,21 +176,23 @@ def delete_content_arrow(keys, partition, ordering=None):
             values = pc.filter(ordering, present)
             encoded = _binary(*encode_records(pa.table({"value": values}), value_schema), len(values))
             lead = bytes(_zigzag_varint(branch))
-            with_branch = pc.binary_join_element_wise(pa.scalar(lead, pa.large_binary()), encoded,
-                                                      pa.scalar(b"", pa.large_binary()))
+            with_branch = pc.binary_join_element_wise(
+                pa.scalar(lead, pa.large_binary()), encoded, pa.scalar(b"", pa.large_binary())
+            )
             # rows without a value get the null branch; the others their value, in row order
             slots = np.cumsum(present.to_numpy(zero_copy_only=False)) - 1
             taken = pc.take(with_branch, pa.array(np.maximum(slots, 0)))
             pieces.append(pc.if_else(present, taken, pa.scalar(b"\x00", pa.large_binary())))
         rows = pc.binary_join_element_wise(*pieces, pa.scalar(b"", pa.large_binary()))
-        body = rows.buffers()[2].to_pybytes()[_offset_of(rows, 0):_offset_of(rows, n)]
+        body = rows.buffers()[2].to_pybytes()[_offset_of(rows, 0) : _offset_of(rows, n)]
         payload = bytes(_zigzag_varint(n)) + body + b"\x00"
     return struct.pack(">ii", CONTENT_VERSION, len(payload)) + payload
 
 
 def _binary(buffer, offsets, n):
-    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(np.ascontiguousarray(offsets)),
-                                                                     pa.py_buffer(buffer)])
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), n, [None, pa.py_buffer(np.ascontiguousarray(offsets)), pa.py_buffer(buffer)]
+    )
 
 
 def _offset_of(arr, i):

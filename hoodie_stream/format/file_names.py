@@ -2,7 +2,7 @@
 
 import re
 import uuid
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from ..errors import HoodieFormatError
 
@@ -27,7 +27,7 @@ class LogFileName(NamedTuple):
     file_id: str
     base_instant: str
     version: int
-    write_token: Optional[str]
+    write_token: str | None
     is_cdc: bool
 
     @property

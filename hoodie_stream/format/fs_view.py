@@ -110,9 +110,7 @@ class FileSystemView:
         completed = self.timeline.commits_timeline()
         self.committed = {i.timestamp for i in completed if as_of is None or i.timestamp <= as_of}
         self.pending_compactions = {
-            i.timestamp
-            for i in self.timeline.pending(["compaction"])
-            if as_of is None or i.timestamp <= as_of
+            i.timestamp for i in self.timeline.pending(["compaction"]) if as_of is None or i.timestamp <= as_of
         }
         self.replaced = self._replaced_file_ids(completed)
         self._partitions = None

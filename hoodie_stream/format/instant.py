@@ -22,8 +22,18 @@ SAVEPOINT = "savepoint"
 RESTORE = "restore"
 LOG_COMPACTION = "logcompaction"
 INDEXING = "indexing"
-ACTIONS = (COMMIT, DELTA_COMMIT, COMPACTION, REPLACE_COMMIT, CLEAN, ROLLBACK, SAVEPOINT, RESTORE,
-           LOG_COMPACTION, INDEXING)
+ACTIONS = (
+    COMMIT,
+    DELTA_COMMIT,
+    COMPACTION,
+    REPLACE_COMMIT,
+    CLEAN,
+    ROLLBACK,
+    SAVEPOINT,
+    RESTORE,
+    LOG_COMPACTION,
+    INDEXING,
+)
 COMMIT_ACTIONS = (COMMIT, DELTA_COMMIT, REPLACE_COMMIT)
 # Actions whose completed file carries another action's name (Java groups them with that action).
 COMPLETED_AS = {COMPACTION: COMMIT, LOG_COMPACTION: DELTA_COMMIT}
@@ -75,7 +85,7 @@ class Instant(NamedTuple):
     def from_file_name(cls, name) -> Optional["Instant"]:
         """Parse a timeline file name; None for anything else (temp files, hoodie.properties, dirs)."""
         if name.endswith(".inflight") and name.count(".") == 1:
-            ts = name[:-len(".inflight")]
+            ts = name[: -len(".inflight")]
             return cls(ts, COMMIT, INFLIGHT) if ts.isdigit() and 14 <= len(ts) <= 17 else None
         m = _NAME.match(name)
         if not m or m.group(2) not in ACTIONS:
@@ -90,8 +100,9 @@ def instant_to_datetime(ts):
     """UTC datetime of a 17-digit (or legacy 14-digit, millis 999) instant time."""
     if len(ts) == 14:
         ts += "999"
-    return datetime.datetime.strptime(ts, FORMAT + "%f").replace(tzinfo=datetime.timezone.utc) if len(ts) == 17 \
-        else None
+    return (
+        datetime.datetime.strptime(ts, FORMAT + "%f").replace(tzinfo=datetime.timezone.utc) if len(ts) == 17 else None
+    )
 
 
 def format_instant(dt):
@@ -105,8 +116,13 @@ _QUERY_FORMS = (
     re.compile(r"(\d{4})(\d{2})(\d{2})(\d{2})(\d{2})(\d{2})(\d{3})?"),
     re.compile(_DATE + r"(?:[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})?)?"),
 )
-QUERY_INSTANT_FORMS = ("yyyyMMddHHmmssSSS", "yyyyMMddHHmmss", "yyyy-MM-dd HH:mm:ss[.SSS]", "yyyy-MM-dd",
-                       "yyyy-MM-ddTHH:mm:ss[.fff][Z|+hh:mm|-hh:mm]")
+QUERY_INSTANT_FORMS = (
+    "yyyyMMddHHmmssSSS",
+    "yyyyMMddHHmmss",
+    "yyyy-MM-dd HH:mm:ss[.SSS]",
+    "yyyy-MM-dd",
+    "yyyy-MM-ddTHH:mm:ss[.fff][Z|+hh:mm|-hh:mm]",
+)
 
 
 def parse_instant_time(value, what="instant", timezone="UTC"):
@@ -141,8 +157,10 @@ def parse_instant_time(value, what="instant", timezone="UTC"):
 
 
 def _refuse(value, what):
-    raise HoodieConfigError(f"{what}={value!r} is not an instant time; accepted forms: {', '.join(QUERY_INSTANT_FORMS)} "
-                            "(times in the table's timeline timezone unless an offset is given)")
+    raise HoodieConfigError(
+        f"{what}={value!r} is not an instant time; accepted forms: {', '.join(QUERY_INSTANT_FORMS)} "
+        "(times in the table's timeline timezone unless an offset is given)"
+    )
 
 
 def _parse_query_text(text):

@@ -16,8 +16,20 @@ import pyarrow.compute as pc
 
 from ..errors import HoodieConfigError
 
-_MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-           "November", "December"]
+_MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 _FORMAT_LETTERS = "yMdHmsS"
 
 
@@ -34,7 +46,7 @@ def _pattern_tokens(pattern):
                 continue
             if j < 0:
                 raise HoodieConfigError(f"unterminated quote in date format {pattern!r}")
-            tokens.append(("text", pattern[i + 1:j].replace("''", "'")))
+            tokens.append(("text", pattern[i + 1 : j].replace("''", "'")))
             i = j + 1
         elif c.isalpha():
             j = i
@@ -104,8 +116,13 @@ def parse_date_strings(col, regexes):
             if name == "S":
                 arr = pc.utf8_slice_codeunits(pc.utf8_rpad(arr, 3, "0"), 0, 3)
             elif name == "M" and not pc.all(pc.utf8_is_digit(pc.if_else(pc.equal(arr, ""), "0", arr))).as_py():
-                arr = pa.array([str(1 + [m[:len(r)] for m in _MONTHS].index(r)) if r and not r.isdigit() else r
-                                for r in arr.to_pylist()], pa.string())
+                arr = pa.array(
+                    [
+                        str(1 + [m[: len(r)] for m in _MONTHS].index(r)) if r and not r.isdigit() else r
+                        for r in arr.to_pylist()
+                    ],
+                    pa.string(),
+                )
             arr = pc.if_else(pc.equal(arr, ""), "0", arr)
             vals = np.asarray(arr.cast(pa.int64()).to_numpy(zero_copy_only=False), np.int64)
             if name == "y" and "(?P<y>\\d{2})" in regex:
@@ -126,8 +143,9 @@ def local_to_epoch(fields, offset, has_offset, zone):
     wall = days * 86400000 + fields["H"] * 3600000 + fields["m"] * 60000 + fields["s"] * 1000 + fields["S"]
     epoch = wall - offset
     if zone and not has_offset.all():
-        zoned = pc.assume_timezone(pa.array(wall, pa.timestamp("ms")), zone,
-                                   ambiguous="earliest", nonexistent="latest").cast(pa.int64())
+        zoned = pc.assume_timezone(
+            pa.array(wall, pa.timestamp("ms")), zone, ambiguous="earliest", nonexistent="latest"
+        ).cast(pa.int64())
         epoch = np.where(has_offset, epoch, np.asarray(zoned.to_numpy(zero_copy_only=False), np.int64))
     return epoch, wall
 
@@ -157,20 +175,22 @@ def _offsets_ms(arr):
     zero = pc.or_(pc.equal(arr, "Z"), pc.equal(arr, ""))
     hours = pc.if_else(pc.or_(zero, pc.equal(hours, "")), "0", hours).cast(pa.int64())
     minutes = pc.if_else(pc.or_(zero, pc.equal(minutes, "")), "0", minutes).cast(pa.int64())
-    total = np.asarray(pc.add(pc.multiply(hours, 3600000), pc.multiply(minutes, 60000)).to_numpy(
-        zero_copy_only=False), np.int64)
+    total = np.asarray(
+        pc.add(pc.multiply(hours, 3600000), pc.multiply(minutes, 60000)).to_numpy(zero_copy_only=False), np.int64
+    )
     sign = np.where(np.asarray(pc.starts_with(arr, "-").to_numpy(zero_copy_only=False)), -1, 1)
     return sign * total
 
 
 # ---------------------------------------------------------------- time zones
 
+
 def java_zone(name):
     """Arrow/zoneinfo name for a Java TimeZone id (unknown ids are GMT in Java)."""
     if name is None:
         return None
     name = name.strip()
-    if name in ("", ):
+    if name in ("",):
         return None
     if name in ("GMT", "UTC", "Z", "UT"):
         return "UTC"
@@ -198,15 +218,22 @@ def fix_far_future(epoch, wall, zone):
 
 
 def _local_fields(epoch_ms, zone):
-    tz = datetime.timezone.utc if zone == "UTC" else (
-        datetime.timezone(datetime.timedelta(milliseconds=_offset_ms(zone))) if zone[0] in "+-"
-        else zoneinfo.ZoneInfo(zone))
+    tz = (
+        datetime.timezone.utc
+        if zone == "UTC"
+        else (
+            datetime.timezone(datetime.timedelta(milliseconds=_offset_ms(zone)))
+            if zone[0] in "+-"
+            else zoneinfo.ZoneInfo(zone)
+        )
+    )
     t = datetime.datetime.fromtimestamp(epoch_ms / 1000, tz)
     off = int(t.utcoffset().total_seconds() * 1000)
     return t.year, t.month, t.day, t.hour, t.minute, t.second, t.microsecond // 1000, off
 
 
 # ---------------------------------------------------------------- formatting
+
 
 def format_tokens(pattern):
     """Tokens of an output pattern; letters other than y M d H m s S are refused."""
@@ -221,8 +248,15 @@ def format_wall_clock(wall, tokens):
     """Wall-clock ms (int64 array) formatted with the tokens of format_tokens, as a pa.StringArray."""
     n = len(wall)
     ts = pa.array(wall, pa.timestamp("ms"))
-    comps = {"y": pc.year(ts), "M": pc.month(ts), "d": pc.day(ts), "H": pc.hour(ts), "m": pc.minute(ts),
-             "s": pc.second(ts), "S": pc.millisecond(ts)}
+    comps = {
+        "y": pc.year(ts),
+        "M": pc.month(ts),
+        "d": pc.day(ts),
+        "H": pc.hour(ts),
+        "m": pc.minute(ts),
+        "s": pc.second(ts),
+        "S": pc.millisecond(ts),
+    }
     pieces = []
     for tok in tokens:
         if tok[0] == "text":

@@ -5,8 +5,17 @@ import datetime
 from ..errors import HoodieFormatError
 
 _UNESCAPE = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-_ESCAPE = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f", "\\": "\\\\",
-           "=": "\\=", ":": "\\:", "#": "\\#", "!": "\\!"}
+_ESCAPE = {
+    "\t": "\\t",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\f": "\\f",
+    "\\": "\\\\",
+    "=": "\\=",
+    ":": "\\:",
+    "#": "\\#",
+    "!": "\\!",
+}
 _DAYS = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
 _MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
@@ -43,7 +52,7 @@ def _unescape(s):
         c = s[i]
         i += 1
         if c == "u":
-            code = s[i:i + 4]
+            code = s[i : i + 4]
             if len(code) != 4 or any(ch not in "0123456789abcdefABCDEF" for ch in code):
                 raise HoodieFormatError(f"Malformed \\uxxxx encoding: \\u{code}")
             out.append(chr(int(code, 16)))
@@ -98,7 +107,7 @@ def load_bytes(data):
 
 def _unicode(c):
     data = c.encode("utf-16-be", "surrogatepass")
-    return "".join("\\u%04X" % int.from_bytes(data[k:k + 2], "big") for k in range(0, len(data), 2))
+    return "".join("\\u%04X" % int.from_bytes(data[k : k + 2], "big") for k in range(0, len(data), 2))
 
 
 def _escape(s, is_key):
@@ -127,8 +136,7 @@ def java_date_string(when=None):
     """java.util.Date.toString() in UTC: 'Thu Apr 18 22:32:13 UTC 2024'."""
     when = when or datetime.datetime.now(datetime.timezone.utc)
     when = when.astimezone(datetime.timezone.utc)
-    return (f"{_DAYS[when.weekday()]} {_MONTHS[when.month - 1]} {when.day:02d} "
-            f"{when:%H:%M:%S} UTC {when.year}")
+    return f"{_DAYS[when.weekday()]} {_MONTHS[when.month - 1]} {when.day:02d} {when:%H:%M:%S} UTC {when.year}"
 
 
 def java_instant_string(when=None):

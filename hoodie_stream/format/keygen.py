@@ -37,6 +37,7 @@ _ESCAPE_CLASS = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in _ESCAPED) + "]"
 
 # ---------------------------------------------------------------- value rendering
 
+
 def _column(table, field):
     """Column for a (possibly dotted, nested) field name as one Arrow array."""
     parts = field.split(".")
@@ -75,8 +76,9 @@ def _java_timestamp_str(col):
     frac = np.asarray(ms.fill_null(0).to_numpy(zero_copy_only=False), np.int64) % 1000
     frac = pc.utf8_rtrim(pc.utf8_lpad(pa.array(frac).cast(pa.string()), 3, "0"), "0")
     frac = pc.if_else(pc.equal(frac, ""), "0", frac)
-    seconds = pa.array(np.asarray(ms.fill_null(0).to_numpy(zero_copy_only=False), np.int64) // 1000,
-                       pa.timestamp("s", tz="UTC"))
+    seconds = pa.array(
+        np.asarray(ms.fill_null(0).to_numpy(zero_copy_only=False), np.int64) // 1000, pa.timestamp("s", tz="UTC")
+    )
     text = pc.binary_join_element_wise(pc.strftime(seconds, format="%Y-%m-%d %H:%M:%S"), frac, ".")
     return pc.if_else(col.is_null(), pa.scalar(None, pa.string()), text)
 
@@ -111,6 +113,7 @@ def _null_or_empty(values):
 
 # ---------------------------------------------------------------- partition path helpers
 
+
 def escape_path_values(values):
     """PartitionPathEncodeUtils.escapePathName on each value (Hive escape set, %XX upper-case hex)."""
     if len(values) == 0 or not pc.any(pc.fill_null(pc.match_substring_regex(values, _ESCAPE_CLASS), False)).as_py():
@@ -143,13 +146,20 @@ def _join(parts, sep, n):
 
 # ---------------------------------------------------------------- key generators
 
+
 class KeyGenerator:
     """Base key generator: record keys per the number of key fields, partition path per field list."""
 
     class_name: str | None = None
 
-    def __init__(self, record_key_fields, partition_fields=(), hive_style=False, url_encode=False,
-                 consistent_logical_timestamp=False):
+    def __init__(
+        self,
+        record_key_fields,
+        partition_fields=(),
+        hive_style=False,
+        url_encode=False,
+        consistent_logical_timestamp=False,
+    ):
         self.record_key_fields = [f.strip() for f in record_key_fields if f and f.strip()]
         self.partition_fields = [f.strip() for f in partition_fields if f and f.strip()]
         self.hive_style = hive_style
@@ -175,14 +185,12 @@ class KeyGenerator:
         for field in self.record_key_fields:
             values = self._values(table, field)
             missing = _null_or_empty(values)
-            shown = pc.if_else(pc.is_null(values), NULL_PLACEHOLDER,
-                               pc.if_else(missing, EMPTY_PLACEHOLDER, values))
+            shown = pc.if_else(pc.is_null(values), NULL_PLACEHOLDER, pc.if_else(missing, EMPTY_PLACEHOLDER, values))
             parts.append(pc.binary_join_element_wise(field + ":", shown, ""))
             all_missing = missing if all_missing is None else pc.and_(all_missing, missing)
         if table.num_rows and pc.any(all_missing).as_py():
             row = _first_bad(all_missing)
-            raise HoodieKeyError(
-                f"record key fields {self.record_key_fields} are all null or empty at row {row}")
+            raise HoodieKeyError(f"record key fields {self.record_key_fields} are all null or empty at row {row}")
         return _join(parts, ",", table.num_rows)
 
     def record_keys(self, table):
@@ -193,14 +201,17 @@ class KeyGenerator:
 
     def partition_paths(self, table):
         """Relative partition path of every row as a pa.StringArray."""
-        parts = [_partition_part(self._values(table, f), f, self.hive_style, self.url_encode)
-                 for f in self.partition_fields]
+        parts = [
+            _partition_part(self._values(table, f), f, self.hive_style, self.url_encode) for f in self.partition_fields
+        ]
         return _join(parts, "/", table.num_rows)
 
     def __repr__(self):
-        return (f"{type(self).__name__}(record_key_fields={self.record_key_fields}, "
-                f"partition_fields={self.partition_fields}, hive_style={self.hive_style}, "
-                f"url_encode={self.url_encode})")
+        return (
+            f"{type(self).__name__}(record_key_fields={self.record_key_fields}, "
+            f"partition_fields={self.partition_fields}, hive_style={self.hive_style}, "
+            f"url_encode={self.url_encode})"
+        )
 
 
 class SimpleKeyGenerator(KeyGenerator):
@@ -257,8 +268,15 @@ class GlobalDeleteKeyGenerator(NonpartitionedKeyGenerator):
 
 # ---------------------------------------------------------------- timestamp based
 
-_TIME_UNITS_MS = {"DAYS": (86400000, 1), "HOURS": (3600000, 1), "MINUTES": (60000, 1), "SECONDS": (1000, 1),
-                  "MILLISECONDS": (1, 1), "MICROSECONDS": (1, 1000), "NANOSECONDS": (1, 1000000)}
+_TIME_UNITS_MS = {
+    "DAYS": (86400000, 1),
+    "HOURS": (3600000, 1),
+    "MINUTES": (60000, 1),
+    "SECONDS": (1000, 1),
+    "MILLISECONDS": (1, 1),
+    "MICROSECONDS": (1, 1000),
+    "NANOSECONDS": (1, 1000000),
+}
 _TYPE_UNITS = {"EPOCHMILLISECONDS": "MILLISECONDS", "EPOCHMICROSECONDS": "MICROSECONDS", "UNIX_TIMESTAMP": "SECONDS"}
 
 
@@ -267,8 +285,19 @@ class TimestampBasedKeyGenerator(SimpleKeyGenerator):
 
     class_name = "org.apache.hudi.keygen.TimestampBasedKeyGenerator"
 
-    def __init__(self, record_key_fields, partition_fields=(), *, timestamp_type, output_format,
-                 input_formats=(), input_timezone=None, output_timezone=None, scalar_unit="SECONDS", **kw):
+    def __init__(
+        self,
+        record_key_fields,
+        partition_fields=(),
+        *,
+        timestamp_type,
+        output_format,
+        input_formats=(),
+        input_timezone=None,
+        output_timezone=None,
+        scalar_unit="SECONDS",
+        **kw,
+    ):
         super().__init__(record_key_fields, partition_fields, **kw)
         if not self.partition_fields:
             raise HoodieConfigError("TimestampBasedKeyGenerator needs a partition field")
@@ -292,8 +321,10 @@ class TimestampBasedKeyGenerator(SimpleKeyGenerator):
 
     def _unit_to_ms(self, values):
         if self.unit is None:
-            raise HoodieKeyError(f"partition field {self.partition_fields[0]!r}: numeric value needs a numeric "
-                                 f"timestamp type, not {self.timestamp_type}")
+            raise HoodieKeyError(
+                f"partition field {self.partition_fields[0]!r}: numeric value needs a numeric "
+                f"timestamp type, not {self.timestamp_type}"
+            )
         mul, div = _TIME_UNITS_MS[self.unit]
         if div > 1:
             return np.sign(values) * (np.abs(values) // div)
@@ -322,8 +353,10 @@ class TimestampBasedKeyGenerator(SimpleKeyGenerator):
         fields, offset, has_offset, parsed = parse_date_strings(col, self.input_regexes)
         if not parsed.all():
             row = int(np.flatnonzero(~parsed)[0])
-            raise HoodieKeyError(f"unable to parse partition field {field!r} value {col[row].as_py()!r} at row {row} "
-                                 f"with {self.input_formats}")
+            raise HoodieKeyError(
+                f"unable to parse partition field {field!r} value {col[row].as_py()!r} at row {row} "
+                f"with {self.input_formats}"
+            )
         return local_to_epoch(fields, offset, has_offset, self.input_timezone)
 
     def partition_instants(self, table):
@@ -331,15 +364,20 @@ class TimestampBasedKeyGenerator(SimpleKeyGenerator):
         col = _column(table, self.partition_fields[0])
         if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
             if self.timestamp_type not in ("DATE_STRING", "MIXED"):
-                raise HoodieKeyError(f"partition field {self.partition_fields[0]!r} holds strings but "
-                                     f"timestamp type is {self.timestamp_type}")
+                raise HoodieKeyError(
+                    f"partition field {self.partition_fields[0]!r} holds strings but "
+                    f"timestamp type is {self.timestamp_type}"
+                )
             epoch, wall = self._parse_strings(col.cast(pa.string()))
             if self.output_timezone is None and self.input_timezone is None:
                 return epoch, wall
         else:
             epoch = self._numeric(col)
-        zone = self.output_timezone or (self.input_timezone if self.timestamp_type in ("DATE_STRING", "MIXED")
-                                        else None) or "UTC"
+        zone = (
+            self.output_timezone
+            or (self.input_timezone if self.timestamp_type in ("DATE_STRING", "MIXED") else None)
+            or "UTC"
+        )
         local = pc.local_timestamp(pa.array(epoch, pa.timestamp("ms", tz=zone))).cast(pa.int64())
         wall = np.asarray(local.to_numpy(zero_copy_only=False), np.int64).copy()
         fix_far_future(epoch, wall, zone)
@@ -378,11 +416,16 @@ def _bool(value):
 
 
 _CLASSES = {
-    "SimpleKeyGenerator": "SIMPLE", "SimpleAvroKeyGenerator": "SIMPLE",
-    "ComplexKeyGenerator": "COMPLEX", "ComplexAvroKeyGenerator": "COMPLEX",
-    "NonpartitionedKeyGenerator": "NON_PARTITION", "NonpartitionedAvroKeyGenerator": "NON_PARTITION",
-    "TimestampBasedKeyGenerator": "TIMESTAMP", "TimestampBasedAvroKeyGenerator": "TIMESTAMP",
-    "GlobalDeleteKeyGenerator": "GLOBAL_DELETE", "GlobalAvroDeleteKeyGenerator": "GLOBAL_DELETE",
+    "SimpleKeyGenerator": "SIMPLE",
+    "SimpleAvroKeyGenerator": "SIMPLE",
+    "ComplexKeyGenerator": "COMPLEX",
+    "ComplexAvroKeyGenerator": "COMPLEX",
+    "NonpartitionedKeyGenerator": "NON_PARTITION",
+    "NonpartitionedAvroKeyGenerator": "NON_PARTITION",
+    "TimestampBasedKeyGenerator": "TIMESTAMP",
+    "TimestampBasedAvroKeyGenerator": "TIMESTAMP",
+    "GlobalDeleteKeyGenerator": "GLOBAL_DELETE",
+    "GlobalAvroDeleteKeyGenerator": "GLOBAL_DELETE",
 }
 
 
@@ -391,8 +434,9 @@ def make_key_generator(props):
     props = getattr(props, "props", props)
     props = dict(props)
     record_fields = _prop(props, "hoodie.table.recordkey.fields", "hoodie.datasource.write.recordkey.field", default="")
-    partition_fields = _prop(props, "hoodie.table.partition.fields", "hoodie.datasource.write.partitionpath.field",
-                             default="")
+    partition_fields = _prop(
+        props, "hoodie.table.partition.fields", "hoodie.datasource.write.partitionpath.field", default=""
+    )
     record_fields = [f.strip() for f in record_fields.split(",") if f.strip()]
     partition_fields = [f.strip() for f in partition_fields.split(",") if f.strip()]
     cls = _prop(props, "hoodie.table.keygenerator.class", "hoodie.datasource.write.keygenerator.class")
@@ -413,15 +457,19 @@ def make_key_generator(props):
     kw = dict(
         hive_style=_bool(_prop(props, "hoodie.datasource.write.hive_style_partitioning", default="false")),
         url_encode=_bool(_prop(props, "hoodie.datasource.write.partitionpath.urlencode", default="false")),
-        consistent_logical_timestamp=_bool(_prop(
-            props, "hoodie.datasource.write.keygenerator.consistent.logical.timestamp.enabled", default="false")),
+        consistent_logical_timestamp=_bool(
+            _prop(props, "hoodie.datasource.write.keygenerator.consistent.logical.timestamp.enabled", default="false")
+        ),
     )
     if kind == "SIMPLE":
         return SimpleKeyGenerator(record_fields, partition_fields, **kw)
     if kind == "COMPLEX":
-        return ComplexKeyGenerator(record_fields, partition_fields,
-                                   new_encoding=_bool(_prop(props, "hoodie.write.complex.keygen.new.encoding",
-                                                            default="false")), **kw)
+        return ComplexKeyGenerator(
+            record_fields,
+            partition_fields,
+            new_encoding=_bool(_prop(props, "hoodie.write.complex.keygen.new.encoding", default="false")),
+            **kw,
+        )
     if kind in ("NON_PARTITION", "NONPARTITIONED"):
         return NonpartitionedKeyGenerator(record_fields, **kw)
     if kind == "GLOBAL_DELETE":
@@ -439,7 +487,8 @@ def make_key_generator(props):
             raise HoodieConfigError("hoodie.keygen.timebased.output.dateformat is required")
         general_tz = _timebased(props, "timezone")
         return TimestampBasedKeyGenerator(
-            record_fields, partition_fields[:1],
+            record_fields,
+            partition_fields[:1],
             timestamp_type=ttype,
             output_format=output_format,
             input_formats=re.split(delimiter, input_format) if input_format else [],

@@ -60,7 +60,6 @@ class LogBlock:
         return self.header.get(HeaderKey.INSTANT_TIME)
 
 
-
 def _encode_map(entries):
     parts = [struct.pack(">i", len(entries))]
     for key, value in entries.items():
@@ -86,7 +85,7 @@ def _decode_map(buf, pos, end):
         if length < 0 or pos + length > end:
             raise HoodieFormatError(f"metadata value of length {length} at offset {pos} runs past the block end")
         try:
-            entries[HeaderKey(key)] = bytes(buf[pos:pos + length]).decode("utf-8")
+            entries[HeaderKey(key)] = bytes(buf[pos : pos + length]).decode("utf-8")
         except ValueError as e:
             raise HoodieFormatError(f"unknown header key ordinal {key} at offset {pos - 8}: {e}") from None
         pos += length
@@ -99,8 +98,10 @@ def _frame(block, content_len):
     head = struct.pack(">ii", LOG_FORMAT_VERSION, int(block.block_type)) + _encode_map(block.header)
     footer = _encode_map(block.footer or {})
     block_size = len(head) + 8 + content_len + len(footer) + 8
-    return (MAGIC + struct.pack(">q", block_size) + head + struct.pack(">q", content_len),
-            footer + struct.pack(">q", block_size + len(MAGIC)))
+    return (
+        MAGIC + struct.pack(">q", block_size) + head + struct.pack(">q", content_len),
+        footer + struct.pack(">q", block_size + len(MAGIC)),
+    )
 
 
 def block_segments(block):
@@ -151,7 +152,7 @@ def decode_block_at(buf, pos):
     """Decode the well-formed block whose magic starts at `pos`; returns (LogBlock, position after it)."""
     buf = memoryview(buf)
     n = len(buf)
-    if bytes(buf[pos:pos + 6]) != MAGIC:
+    if bytes(buf[pos : pos + 6]) != MAGIC:
         raise HoodieFormatError(f"no log block magic at offset {pos}")
     if pos + 14 + MIN_BLOCK_SIZE > n:
         raise HoodieFormatError(f"log block at offset {pos} is truncated")
@@ -175,15 +176,15 @@ def decode_block_at(buf, pos):
     p += 8
     if content_length < 0 or p + content_length > end - 8:
         raise HoodieFormatError(f"log block at offset {pos}: content length {content_length} runs past the block end")
-    content = bytes(buf[p:p + content_length])
+    content = bytes(buf[p : p + content_length])
     footer, p = _decode_map(buf, p + content_length, end - 8)
     (total,) = struct.unpack_from(">q", buf, end - 8)
     if p != end - 8 or total != block_size + len(MAGIC):
         raise HoodieFormatError(
             f"log block at offset {pos}: inconsistent framing (fields end at {p}, trailer at {end - 8}, "
-            f"trailing length {total}, block size {block_size})")
+            f"trailing length {total}, block size {block_size})"
+        )
     return LogBlock(block_type, header, content, footer, pos, end - pos), end
-
 
 
 def rollback_command_block(instant, target_instant):

@@ -31,7 +31,7 @@ def is_block_corrupt(data, pos):
         return True
     if struct.unpack_from(">q", data, end - 8)[0] - len(MAGIC) != block_size:
         return True
-    return n - end >= len(MAGIC) and data[end:end + len(MAGIC)] != MAGIC
+    return n - end >= len(MAGIC) and data[end : end + len(MAGIC)] != MAGIC
 
 
 def read_log_blocks(data, path=""):
@@ -41,12 +41,12 @@ def read_log_blocks(data, path=""):
     blocks = []
     pos = 0
     while n - pos >= len(MAGIC):
-        if data[pos:pos + len(MAGIC)] != MAGIC:
+        if data[pos : pos + len(MAGIC)] != MAGIC:
             raise HoodieFormatError(f"{path}: no log block magic at offset {pos}")
         if is_block_corrupt(data, pos):
             nxt = data.find(MAGIC, pos + len(MAGIC))
             nxt = n if nxt < 0 else nxt
-            blocks.append(LogBlock(BlockType.CORRUPT, {}, data[pos + len(MAGIC):nxt], {}, pos, nxt - pos))
+            blocks.append(LogBlock(BlockType.CORRUPT, {}, data[pos + len(MAGIC) : nxt], {}, pos, nxt - pos))
             pos = nxt
             continue
         try:

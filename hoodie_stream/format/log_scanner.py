@@ -7,13 +7,14 @@ are skipped. Data blocks become Arrow tables, delete blocks become delete versio
 
 import json
 
-from .avro_decoder import decode_records
 from ..errors import HoodieFormatError
+from .avro_decoder import decode_records
 from .data_block import read_parquet_content, split_avro_data_content
 from .delete_block import parse_delete_content
 from .log_block import ROLLBACK_COMMAND, BlockType, HeaderKey
 from .log_reader import read_log_file
 from .merge import Version, delete_version
+
 
 def valid_blocks(storage, log_paths, counts):
     """Blocks of the log files in order, keeping those whose instant passes `counts(instant)`."""
@@ -66,4 +67,3 @@ def _natural(wrapped):
 def slice_versions(storage, log_paths, counts, ordering_field=None, ordering_type=None):
     """Merge versions of the blocks that count in the log files at `log_paths` (relative to the storage root)."""
     return block_versions(valid_blocks(storage, log_paths, counts), ordering_field, ordering_type)
-

@@ -23,5 +23,6 @@ def write_log_file(storage, path, blocks):
         with storage.open_output(path, create=True) as f:
             return sum(write_block(f, block) for block in blocks)
     except HoodieObjectExistsError:
-        raise HoodieFormatError(f"{storage.uri_of(path)}: log file already exists; write a new log version instead") \
-            from None
+        raise HoodieFormatError(
+            f"{storage.uri_of(path)}: log file already exists; write a new log version instead"
+        ) from None

@@ -55,7 +55,7 @@ def list_markers(storage, instant):
                         found.add(_parse_or_fail(line.strip(), storage.uri_of(f.path)))
         return sorted(found)
     for f in files:
-        found.add(_parse_or_fail(f.path[len(root) + 1:], storage.uri_of(f.path)))
+        found.add(_parse_or_fail(f.path[len(root) + 1 :], storage.uri_of(f.path)))
     return sorted(found)
 
 

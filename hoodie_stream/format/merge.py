@@ -147,8 +147,12 @@ def _pick(table, mode, ordering_field):
     if mode == EVENT_TIME_ORDERING:
         table = _drop_before_natural_deletes(table)
         # A surviving natural delete sorts first inside its key: any later version beats it, alone it wins.
-        sort_keys = [(KEY, "ascending"), (_NATURAL, "descending"), (ordering_field, "ascending", "at_start"),
-                     (_SEQ, "ascending")]
+        sort_keys = [
+            (KEY, "ascending"),
+            (_NATURAL, "descending"),
+            (ordering_field, "ascending", "at_start"),
+            (_SEQ, "ascending"),
+        ]
     else:
         sort_keys = [(KEY, "ascending"), (_SEQ, "ascending")]
     order = pc.sort_indices(table, sort_keys=[k if len(k) == 3 else (*k, "at_start") for k in sort_keys])

@@ -9,16 +9,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import HoodieError
+from ..storage import Storage, storage_for
 from .avro_schema import META_FIELDS, avro_to_arrow_schema
 from .base_file import read_base_file
-from ..errors import HoodieError
 from .fs_view import FileSlice, FileSystemView
 from .instant import parse_instant_time
 from .keygen import KeyGenerator, make_key_generator
 from .log_scanner import slice_versions
 from .merge import KEY, Version, merge, merge_mode
 from .table_config import TableConfig
-from ..storage import Storage, storage_for
 from .timeline import Timeline
 
 # an instant a read names: an instant time or date-time text, a datetime or a date (instant.parse_instant_time)
@@ -101,8 +101,9 @@ class HoodieTable:
         if query_type == "incremental":
             if as_of is not None:
                 raise HoodieError("as_of applies to snapshot and read_optimized reads; use start/end for incremental")
-            start, end = (None if t is None else parse_instant_time(t, name, zone)
-                          for t, name in ((start, "start"), (end, "end")))
+            start, end = (
+                None if t is None else parse_instant_time(t, name, zone) for t, name in ((start, "start"), (end, "end"))
+            )
             table = self._read_incremental(start, end)
         else:
             if start is not None or end is not None:
@@ -133,8 +134,9 @@ class HoodieTable:
             return schema.empty_table()
         return pa.concat_tables(tables)
 
-    def read_slice(self, fs: FileSlice, committed: AbstractSet[str], schema: pa.Schema,
-                   keep_deletes: bool = False) -> pa.Table:
+    def read_slice(
+        self, fs: FileSlice, committed: AbstractSet[str], schema: pa.Schema, keep_deletes: bool = False
+    ) -> pa.Table:
         """Merged records of one file slice; log blocks count only when their instant is in `committed`."""
         mode, ordering = merge_mode(self.config.props)
         if ordering and ordering not in schema.names:

@@ -9,12 +9,12 @@ idempotent: an interrupted rollback is finished by `finish_pending_rollbacks`.
 
 import time
 
+from ..storage import storage_for
 from .avro_models import read_container, write_container
 from .file_names import parse_base_file_name, parse_log_file_name
 from .fs_view import list_partitions
 from .instant import Instant
 from .markers import delete_markers, list_markers
-from ..storage import storage_for
 
 
 def files_of_instant(storage, ts):
@@ -41,13 +41,16 @@ def rollback_plan(storage, instant):
         partition, name = _split(rel)
         parsed = parse_base_file_name(name) or parse_log_file_name(name)
         file_id = parsed.file_id if parsed else ""
-        req = requests.setdefault((partition, file_id), {
-            "partitionPath": partition,
-            "fileId": file_id,
-            "latestBaseInstant": getattr(parsed, "base_instant", None) or getattr(parsed, "instant", None),
-            "filesToBeDeleted": [],
-            "logBlocksToBeDeleted": {},
-        })
+        req = requests.setdefault(
+            (partition, file_id),
+            {
+                "partitionPath": partition,
+                "fileId": file_id,
+                "latestBaseInstant": getattr(parsed, "base_instant", None) or getattr(parsed, "instant", None),
+                "filesToBeDeleted": [],
+                "logBlocksToBeDeleted": {},
+            },
+        )
         req["filesToBeDeleted"].append(storage.uri_of(rel))
     return {
         "instantToRollback": {"commitTime": instant.timestamp, "action": instant.action},
@@ -81,13 +84,16 @@ def _execute(storage, timeline, ts, plan):
     partitions = {}
     deleted = 0
     for req in plan["RollbackRequests"]:
-        meta = partitions.setdefault(req["partitionPath"], {
-            "partitionPath": req["partitionPath"],
-            "successDeleteFiles": [],
-            "failedDeleteFiles": [],
-            "rollbackLogFiles": {},
-            "logFilesFromFailedCommit": {},
-        })
+        meta = partitions.setdefault(
+            req["partitionPath"],
+            {
+                "partitionPath": req["partitionPath"],
+                "successDeleteFiles": [],
+                "failedDeleteFiles": [],
+                "rollbackLogFiles": {},
+                "logFilesFromFailedCommit": {},
+            },
+        )
         for path in req["filesToBeDeleted"]:
             storage.delete(storage.relative(path))
             meta["successDeleteFiles"].append(path)

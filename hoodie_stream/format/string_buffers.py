@@ -22,6 +22,6 @@ def utf8_buffers(keys, what="keys"):
     if keys.null_count:
         raise HoodieKeyError(f"{what} must not be null")
     _, offsets_buf, data_buf = keys.buffers()
-    offsets = np.frombuffer(offsets_buf, dtype=offset_type)[keys.offset:keys.offset + len(keys) + 1].astype(np.int64)
+    offsets = np.frombuffer(offsets_buf, dtype=offset_type)[keys.offset : keys.offset + len(keys) + 1].astype(np.int64)
     data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
     return data, offsets

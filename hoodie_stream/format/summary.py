@@ -20,8 +20,10 @@ def table_summary(path):
         stats = meta.all_write_stats()
         written = sum(s.num_writes for s in stats)
         deleted = sum(s.num_deletes for s in stats)
-        lines.append(f"    {inst.timestamp} {inst.action:<13} {meta.operation_type:<8} files {len(stats):>3}  "
-                     f"writes {written:>7}  deletes {deleted:>5}")
+        lines.append(
+            f"    {inst.timestamp} {inst.action:<13} {meta.operation_type:<8} files {len(stats):>3}  "
+            f"writes {written:>7}  deletes {deleted:>5}"
+        )
     pending = table.timeline.pending()
     if pending:
         lines.append("  pending: " + ", ".join(f"{i.timestamp}.{i.action}.{i.state}" for i in pending))

@@ -19,8 +19,13 @@ PROPERTIES_PATH = f"{HOODIE_DIR}/{PROPERTIES_FILE}"
 BACKUP_PATH = f"{HOODIE_DIR}/{BACKUP_FILE}"
 TABLE_VERSION = "6"
 MERGER_STRATEGY_ID = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
-REQUIRED_KEYS = ("hoodie.table.name", "hoodie.table.type", "hoodie.table.version",
-                 "hoodie.timeline.layout.version", "hoodie.table.checksum")
+REQUIRED_KEYS = (
+    "hoodie.table.name",
+    "hoodie.table.type",
+    "hoodie.table.version",
+    "hoodie.timeline.layout.version",
+    "hoodie.table.checksum",
+)
 EMPTY_DIRS = (".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".schema", "archived", ".temp")
 
 
@@ -100,9 +105,23 @@ class TableConfig:
         return cls(storage, props)
 
     @classmethod
-    def create(cls, storage, *, table_name, record_key_fields, precombine_field, partition_fields, keygen_class,
-               hive_style, url_encode, payload_class, schema_avro, table_type="MERGE_ON_READ",
-               database_name="default", extra=None):
+    def create(
+        cls,
+        storage,
+        *,
+        table_name,
+        record_key_fields,
+        precombine_field,
+        partition_fields,
+        keygen_class,
+        hive_style,
+        url_encode,
+        payload_class,
+        schema_avro,
+        table_type="MERGE_ON_READ",
+        database_name="default",
+        extra=None,
+    ):
         """Initialise .hoodie/ (hoodie.properties, created if absent, and Hudi's empty directories where the storage
         has directories); refuses an existing table."""
         storage = storage_for(storage)
@@ -126,17 +145,19 @@ class TableConfig:
             props["hoodie.table.precombine.field"] = precombine_field
         if partition_fields:
             props["hoodie.table.partition.fields"] = ",".join(partition_fields)
-        props.update({
-            "hoodie.table.keygenerator.class": keygen_class,
-            "hoodie.datasource.write.hive_style_partitioning": "true" if hive_style else "false",
-            "hoodie.datasource.write.partitionpath.urlencode": "true" if url_encode else "false",
-            "hoodie.datasource.write.drop.partition.columns": "false",
-            "hoodie.table.base.file.format": "PARQUET",
-            "hoodie.table.timeline.timezone": "UTC",
-            "hoodie.compaction.payload.class": payload_class,
-            "hoodie.compaction.record.merger.strategy": MERGER_STRATEGY_ID,
-            "hoodie.table.create.schema": schema_avro,
-        })
+        props.update(
+            {
+                "hoodie.table.keygenerator.class": keygen_class,
+                "hoodie.datasource.write.hive_style_partitioning": "true" if hive_style else "false",
+                "hoodie.datasource.write.partitionpath.urlencode": "true" if url_encode else "false",
+                "hoodie.datasource.write.drop.partition.columns": "false",
+                "hoodie.table.base.file.format": "PARQUET",
+                "hoodie.table.timeline.timezone": "UTC",
+                "hoodie.compaction.payload.class": payload_class,
+                "hoodie.compaction.record.merger.strategy": MERGER_STRATEGY_ID,
+                "hoodie.table.create.schema": schema_avro,
+            }
+        )
         if not database_name:
             del props["hoodie.database.name"]
         props.update({k: str(v) for k, v in (extra or {}).items()})
@@ -146,8 +167,9 @@ class TableConfig:
         try:
             storage.create(PROPERTIES_PATH, properties_bytes(props))
         except HoodieObjectExistsError:
-            raise HoodieTableError(path, "a table already exists here; refusing to overwrite hoodie.properties") \
-                from None
+            raise HoodieTableError(
+                path, "a table already exists here; refusing to overwrite hoodie.properties"
+            ) from None
         return cls(storage, props)
 
     def check_writable(self):

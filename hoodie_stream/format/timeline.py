@@ -3,11 +3,10 @@
 import re
 import threading
 
-from ..errors import HoodieObjectExistsError, HoodieObjectNotFoundError
+from ..errors import HoodieFormatError, HoodieObjectExistsError, HoodieObjectNotFoundError, HoodieTimelineError
 from ..storage import storage_for
 from .avro_models import read_container
 from .commit_metadata import CommitMetadata
-from ..errors import HoodieFormatError, HoodieTimelineError
 from .instant import COMMIT_ACTIONS, COMPLETED, INFLIGHT, REQUESTED, STATE_ORDER, Instant, new_instant_time
 
 HOODIE_DIR = ".hoodie"
@@ -76,8 +75,9 @@ class Timeline:
         try:
             return self.storage.read(f"{HOODIE_DIR}/{instant.file_name}")
         except HoodieObjectNotFoundError:
-            raise HoodieTimelineError(f"{self._path(instant.file_name)}: timeline file of {instant} does not exist") \
-                from None
+            raise HoodieTimelineError(
+                f"{self._path(instant.file_name)}: timeline file of {instant} does not exist"
+            ) from None
 
     def read_commit_metadata(self, ts):
         """CommitMetadata of the completed commit-like instant at ts."""
@@ -117,14 +117,16 @@ class Timeline:
         try:
             self.storage.create(f"{HOODIE_DIR}/{instant.file_name}", content or b"")
         except HoodieObjectExistsError:
-            raise HoodieTimelineError(f"{self._path(instant.file_name)}: already exists; refusing to overwrite it") \
-                from None
+            raise HoodieTimelineError(
+                f"{self._path(instant.file_name)}: already exists; refusing to overwrite it"
+            ) from None
         return instant
 
     def _check_not_completed(self, ts, action):
         if self._exists(ts, action, COMPLETED):
             raise HoodieTimelineError(
-                f"{self._path(Instant(ts, action, COMPLETED).file_name)}: instant {ts} is already completed")
+                f"{self._path(Instant(ts, action, COMPLETED).file_name)}: instant {ts} is already completed"
+            )
 
     def create_requested(self, ts, action, content=b""):
         """Add T.<action>.requested; ts must be greater than every instant on the timeline."""
@@ -134,7 +136,8 @@ class Timeline:
         last = self.last_instant_time()
         if last is not None and ts <= last:
             raise HoodieTimelineError(
-                f"{self.hoodie_dir}: new instant {ts} ({action}) is not greater than existing instant {last}")
+                f"{self.hoodie_dir}: new instant {ts} ({action}) is not greater than existing instant {last}"
+            )
         inst = self._write_new(Instant(ts, action, REQUESTED), content)
         self.reload()
         return inst
@@ -153,7 +156,8 @@ class Timeline:
         self._check_not_completed(ts, action)
         if not self._exists(ts, action, REQUESTED):
             raise HoodieTimelineError(
-                f"{self._path(Instant(ts, action, REQUESTED).file_name)}: instant {ts} ({action}) is not requested")
+                f"{self._path(Instant(ts, action, REQUESTED).file_name)}: instant {ts} ({action}) is not requested"
+            )
         inst = self._write_new(Instant(ts, action, INFLIGHT), content)
         self.reload()
         return inst
@@ -163,7 +167,8 @@ class Timeline:
         self._check_not_completed(ts, action)
         if not self._exists(ts, action, INFLIGHT):
             raise HoodieTimelineError(
-                f"{self._path(Instant(ts, action, INFLIGHT).file_name)}: instant {ts} ({action}) is not inflight")
+                f"{self._path(Instant(ts, action, INFLIGHT).file_name)}: instant {ts} ({action}) is not inflight"
+            )
         inst = self._write_new(Instant(ts, action, COMPLETED), content)
         self.reload()
         return inst
@@ -180,7 +185,8 @@ class Timeline:
             if only_pending:
                 raise HoodieTimelineError(
                     f"{self._path(Instant(ts, action, COMPLETED).file_name)}: instant {ts} is completed; "
-                    "refusing to delete it")
+                    "refusing to delete it"
+                )
             states.insert(0, COMPLETED)
         removed = []
         for state in states:

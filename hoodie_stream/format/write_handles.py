@@ -12,19 +12,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..storage import join, storage_for
 from .avro_encoder import encode_records
 from .avro_schema import META_FIELDS, with_meta_fields
 from .base_file import write_base_file
 from .chunked_take import RowTaker
 from .commit_metadata import WriteStat
-from .file_names import base_file_name, log_file_name, parse_log_file_name, write_token
 from .data_block import avro_data_header, avro_data_records
 from .delete_block import delete_content, delete_content_arrow
+from .file_names import base_file_name, log_file_name, parse_log_file_name, write_token
 from .log_block import BlockType, HeaderKey, LogBlock
 from .log_writer import write_log_file
 from .markers import create_marker
 from .partition_path import check_partition_path
-from ..storage import join, storage_for
 
 COMMIT_TIME, SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME = META_FIELDS
 ENCODE_CHUNK_BYTES = 1024 * 1024  # Arrow bytes of data encoded at a time when a log block is written
@@ -116,8 +116,9 @@ def append_log(
         if isinstance(del_keys, (pa.Array, pa.ChunkedArray)):
             content = delete_content_arrow(del_keys, partition, ordering)
         else:
-            content = delete_content(list(del_keys), [partition] * n_deletes,
-                                     ordering if ordering is not None else [None] * n_deletes)
+            content = delete_content(
+                list(del_keys), [partition] * n_deletes, ordering if ordering is not None else [None] * n_deletes
+            )
         header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: schema_json}
         blocks.append(LogBlock(BlockType.DELETE, header, content, {}))
     if not blocks:
@@ -138,7 +139,11 @@ def append_log(
         file_size_in_bytes=size,
         partition_path=partition,
         total_log_blocks=len(blocks),
-        runtime_stats={"totalScanTime": 0, "totalUpsertTime": int((time.monotonic() - started) * 1000), "totalCreateTime": 0},
+        runtime_stats={
+            "totalScanTime": 0,
+            "totalUpsertTime": int((time.monotonic() - started) * 1000),
+            "totalCreateTime": 0,
+        },
         is_delta=True,
         log_version=version,
         log_offset=0,
@@ -169,8 +174,19 @@ def _data_content(records, keys, order, partition, instant, task_id, file_id, he
         yield avro_data_records(buffer, offsets)
 
 
-def create_base(storage, instant, partition, file_id, avro_schema, records, keys, token=None, task_id=0,
-                prev_commit="null", io_type="CREATE"):
+def create_base(
+    storage,
+    instant,
+    partition,
+    file_id,
+    avro_schema,
+    records,
+    keys,
+    token=None,
+    task_id=0,
+    prev_commit="null",
+    io_type="CREATE",
+):
     """Write a base parquet file (meta columns, bloom filter and key range footers). Returns its WriteStat."""
     started = time.monotonic()
     storage = storage_for(storage)
@@ -193,7 +209,11 @@ def create_base(storage, instant, partition, file_id, avro_schema, records, keys
         total_write_bytes=size,
         file_size_in_bytes=size,
         partition_path=partition,
-        runtime_stats={"totalScanTime": 0, "totalUpsertTime": 0, "totalCreateTime": int((time.monotonic() - started) * 1000)},
+        runtime_stats={
+            "totalScanTime": 0,
+            "totalUpsertTime": 0,
+            "totalCreateTime": int((time.monotonic() - started) * 1000),
+        },
     )
 
 

@@ -16,16 +16,16 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..errors import HoodieError, HoodieTimelineError
+from ..storage import Storage, storage_for
 from .avro_schema import arrow_to_avro_schema, avro_to_arrow_schema
 from .commit_metadata import CommitMetadata, WriteStat
-from ..errors import HoodieError, HoodieTimelineError
 from .file_names import new_file_id
 from .keygen import make_key_generator
 from .markers import delete_markers
 from .partition_metadata import write_partition_metadata
 from .partition_path import check_partition_path
 from .rollback import rollback_if_pending
-from ..storage import Storage, storage_for
 from .table_config import TableConfig
 from .timeline import Timeline
 from .write_handles import append_log, create_base
@@ -109,8 +109,9 @@ class HoodieWriter:
         """The current table schema (latest commit's, else the create schema)."""
         return json.loads(self.timeline.latest_schema() or self.config.create_schema)
 
-    def start(self, action: str = "deltacommit", operation: str = "UPSERT",
-              instant_time: str | None = None) -> "Transaction":
+    def start(
+        self, action: str = "deltacommit", operation: str = "UPSERT", instant_time: str | None = None
+    ) -> "Transaction":
         self.timeline.reload()
         pending = [i for i in self.timeline.pending(["deltacommit", "commit"])]
         if pending:
@@ -118,6 +119,7 @@ class HoodieWriter:
                 f"{self.path}: instant {pending[0].timestamp} is still pending; roll it back before writing"
             )
         return Transaction(self, instant_time, action, operation)
+
 
 class Transaction:
     """One instant being written: requested -> inflight on creation, then commit() or rollback()."""
@@ -158,45 +160,88 @@ class Transaction:
             write_partition_metadata(self.storage, partition, self.instant)
             self._partitions.add(partition)
 
-    def append_log(self, partition: str, file_id: str, base_instant: str, records: pa.Table | None = None,
-                   keys: pa.Array | pa.ChunkedArray | None = None, deletes: DeleteArg | None = None,
-                   num_inserts: int = 0, new_file_group: bool = False, base_file: str = "",
-                   task_id: int = 0) -> WriteStat | None:
+    def append_log(
+        self,
+        partition: str,
+        file_id: str,
+        base_instant: str,
+        records: pa.Table | None = None,
+        keys: pa.Array | pa.ChunkedArray | None = None,
+        deletes: DeleteArg | None = None,
+        num_inserts: int = 0,
+        new_file_group: bool = False,
+        base_file: str = "",
+        task_id: int = 0,
+    ) -> WriteStat | None:
         """Append a new log file version to a file slice. Returns its WriteStat (None when nothing to write)."""
         self._partition(partition)
         if records is not None:
             records, keys = self._prepare(records, keys)
         stat = append_log(
-            self.storage, self.instant, partition, file_id, base_instant, self.avro_schema,
-            records=records, keys=keys, deletes=deletes, task_id=task_id, base_file=base_file,
-            num_inserts=num_inserts, new_file_group=new_file_group,
+            self.storage,
+            self.instant,
+            partition,
+            file_id,
+            base_instant,
+            self.avro_schema,
+            records=records,
+            keys=keys,
+            deletes=deletes,
+            task_id=task_id,
+            base_file=base_file,
+            num_inserts=num_inserts,
+            new_file_group=new_file_group,
         )
         if stat is not None:
             self.stats.append(stat)
         return stat
 
-    def insert_log_only(self, partition: str, records: pa.Table, keys: pa.Array | pa.ChunkedArray | None = None,
-                        task_id: int = 0) -> WriteStat | None:
+    def insert_log_only(
+        self, partition: str, records: pa.Table, keys: pa.Array | pa.ChunkedArray | None = None, task_id: int = 0
+    ) -> WriteStat | None:
         """Open a new log-only file group (base instant = this instant), as Hudi's Flink writer does."""
         file_id = new_file_id()
-        return self.append_log(partition, file_id, self.instant, records, keys, num_inserts=records.num_rows,
-                               new_file_group=True, task_id=task_id)
+        return self.append_log(
+            partition,
+            file_id,
+            self.instant,
+            records,
+            keys,
+            num_inserts=records.num_rows,
+            new_file_group=True,
+            task_id=task_id,
+        )
 
-    def write_base(self, partition: str, records: pa.Table, keys: pa.Array | pa.ChunkedArray | None = None,
-                   file_id: str | None = None, task_id: int = 0) -> WriteStat:
+    def write_base(
+        self,
+        partition: str,
+        records: pa.Table,
+        keys: pa.Array | pa.ChunkedArray | None = None,
+        file_id: str | None = None,
+        task_id: int = 0,
+    ) -> WriteStat:
         """Write a new file group with a base parquet file."""
         self._partition(partition)
         records, keys = self._prepare(records, keys)
-        stat = create_base(self.storage, self.instant, partition, file_id or new_file_id(), self.avro_schema,
-                           records, keys, task_id=task_id)
+        stat = create_base(
+            self.storage,
+            self.instant,
+            partition,
+            file_id or new_file_id(),
+            self.avro_schema,
+            records,
+            keys,
+            task_id=task_id,
+        )
         self.stats.append(stat)
         return stat
 
     def add_stats(self, stats: Iterable[WriteStat | None]) -> None:
         self.stats.extend(s for s in stats if s is not None)
 
-    def metadata(self, extra_metadata: Mapping[str, str] | None = None,
-                 replaced: dict[str, list[str]] | None = None) -> CommitMetadata:
+    def metadata(
+        self, extra_metadata: Mapping[str, str] | None = None, replaced: dict[str, list[str]] | None = None
+    ) -> CommitMetadata:
         by_partition: dict[str, list[WriteStat]] = {}
         for stat in self.stats:
             by_partition.setdefault(stat.partition_path, []).append(stat)
@@ -204,8 +249,9 @@ class Transaction:
         extra.update(extra_metadata or {})
         return CommitMetadata(by_partition, False, extra, self.operation, replaced)
 
-    def commit(self, extra_metadata: Mapping[str, str] | None = None,
-               replaced: dict[str, list[str]] | None = None) -> str:
+    def commit(
+        self, extra_metadata: Mapping[str, str] | None = None, replaced: dict[str, list[str]] | None = None
+    ) -> str:
         """Complete the instant atomically, then drop its markers.
 
         `replaced` ({partition: [file id]}) is for replacecommit instants: those file groups disappear from reads.
@@ -221,4 +267,3 @@ class Transaction:
     def rollback(self) -> None:
         """Roll the instant back (nothing happens when it completed already)."""
         rollback_if_pending(self.storage, self.writer.timeline, self.instant)
-

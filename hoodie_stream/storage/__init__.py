@@ -22,5 +22,6 @@ def storage_for(location: str | Storage) -> Storage:
     scheme = text.split("://", 1)[0].lower() if "://" in text else ""
     if scheme in ("", "file"):
         return LocalStorage(text)
-    raise HoodieConfigError(f"{text}: storage scheme {scheme + '://'!r} is not supported (local paths and file:// URIs "
-                            "are)")
+    raise HoodieConfigError(
+        f"{text}: storage scheme {scheme + '://'!r} is not supported (local paths and file:// URIs are)"
+    )

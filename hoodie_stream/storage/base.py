@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import IO, Iterable, Iterator
+from typing import IO
 
 from .paths import check_relative, join
 
@@ -125,10 +126,10 @@ class Storage:
         root = self.uri.rstrip("/") + "/"
         for prefix in ("file://", "file:"):
             if location.startswith(prefix) and not root.startswith(prefix):
-                location = location[len(prefix):]
+                location = location[len(prefix) :]
                 break
         if location.startswith(root):
-            location = location[len(root):]
+            location = location[len(root) :]
         return check_relative(location, "path recorded in the table's metadata")
 
     def __str__(self) -> str:

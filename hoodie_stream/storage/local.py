@@ -13,7 +13,8 @@ import contextlib
 import os
 import shutil
 import uuid
-from typing import IO, Iterator
+from collections.abc import Iterator
+from typing import IO
 
 from ..errors import HoodieObjectExistsError, HoodieObjectNotFoundError, HoodieStorageError
 from .base import FileInfo, Storage
@@ -28,8 +29,9 @@ def temp_name(name: str) -> str:
 
 def is_temp_name(name: str) -> bool:
     """A temporary file of an interrupted write (this layer's, or the `_tmp_*.writing` of earlier versions)."""
-    return (name.startswith(".") and name.endswith(TEMP_SUFFIX)) or (name.startswith("_tmp_")
-                                                                      and name.endswith(".writing"))
+    return (name.startswith(".") and name.endswith(TEMP_SUFFIX)) or (
+        name.startswith("_tmp_") and name.endswith(".writing")
+    )
 
 
 def _fsync_dir(directory: str) -> None:
@@ -51,7 +53,7 @@ class LocalStorage(Storage):
     def __init__(self, root: str):
         root = str(root)
         if root.startswith("file://"):
-            root = root[len("file://"):]
+            root = root[len("file://") :]
         self.root = os.path.abspath(root)
         self.uri = self.root
 

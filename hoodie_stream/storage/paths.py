@@ -23,8 +23,9 @@ def check_segment(segment, what="path segment"):
         raise HoodiePathError(f"{what} {segment!r} contains '/'")
     bad = _BAD_CHARS.search(segment)
     if bad:
-        raise HoodiePathError(f"{what} {segment!r} contains the character {bad.group()!r}, which cannot be in a "
-                              "path segment")
+        raise HoodiePathError(
+            f"{what} {segment!r} contains the character {bad.group()!r}, which cannot be in a path segment"
+        )
     return segment
 
 

@@ -80,9 +80,9 @@ class KeyBy:
                 row = pc.index(pc.is_null(ordering), True).as_py()
                 raise HoodieKeyError(
                     f"ordering (precombine) field {ordering_field!r} is null in record with key "
-                    f"{keys[row].as_py()!r}: {describe_row(table, row)}")
-        return (table.append_column(KEY, keys).append_column(PARTITION, partitions)
-                .append_column(DELETE, deletes))
+                    f"{keys[row].as_py()!r}: {describe_row(table, row)}"
+                )
+        return table.append_column(KEY, keys).append_column(PARTITION, partitions).append_column(DELETE, deletes)
 
 
 def _check_partition_paths(keygen, table, partitions):

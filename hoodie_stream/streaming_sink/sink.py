@@ -16,23 +16,23 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..bucket_assign.assigner import BucketAssigner
+from ..bucket_assign.small_files import average_record_size, recent_write_commits, small_file_profile
 from ..bucket_assign.write_tasks import WritePlan, recent_loads
 from ..chain.columns import ASSIGN_TASK, DELETE, FILE_ID, KEY, KEY_GROUP, KIND, PARTITION, SEQ, WRITE_TASK
 from ..chain.key_groups import assign_task_expr, key_group_expr
 from ..chain.stages import AssignSpec, BatchContext, WriteSpec
-from ..bucket_assign.small_files import average_record_size, recent_write_commits, small_file_profile
 from ..checkpoints import recovery
 from ..checkpoints.batch_checkpoint import last_batch_id, writer_identifier
 from ..compaction.plan import pending_file_groups
 from ..compaction.service import TableServices
-from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema
 from ..errors import HoodieConfigError, HoodieError, HoodieTableError
+from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema
 from ..format.merge import merge_mode
 from ..format.timeline import Timeline
 from ..format.writer import HoodieWriter, table_avro_schema
-from . import coordinator
 from ..options import parse_options
 from ..storage import Storage, storage_for
+from . import coordinator
 from .key_by import KeyBy
 from .write_function import RESULT_SCHEMA, StreamWriteFunction
 
@@ -109,8 +109,9 @@ class HoodieStreamSink:
             return
         tasks = self._tasks(spark)
         if not recovery.index_is_current(writer.storage, writer.timeline):
-            recovery.rebuild_index(spark, writer.storage, writer.timeline, self.options.key_groups,
-                                   self.options.global_index, tasks[0])
+            recovery.rebuild_index(
+                spark, writer.storage, writer.timeline, self.options.key_groups, self.options.global_index, tasks[0]
+            )
         txn = writer.start(operation=self.options.operation.upper())
         if new_avro is not None:
             txn.avro_schema = new_avro
@@ -144,8 +145,9 @@ class HoodieStreamSink:
             wanted.append(("precombine (ordering)", o.precombine_field))
         for role, field in wanted:
             if field not in names:
-                raise HoodieConfigError(f"{role} field {field!r} is not a column of the micro-batch "
-                                        f"(columns: {sorted(names)})")
+                raise HoodieConfigError(
+                    f"{role} field {field!r} is not a column of the micro-batch (columns: {sorted(names)})"
+                )
         meta = [c for c in df.columns if c in META_FIELDS]
         if meta:
             raise HoodieConfigError(f"the micro-batch carries Hudi meta column(s) {meta}; drop them before writing")
@@ -159,44 +161,66 @@ class HoodieStreamSink:
         if ".hoodie" not in storage.list_dirs(""):
             before = _root_entries(storage)
             if [n for n in before[0] | before[1] if not n.startswith(".")]:
-                raise HoodieTableError(self.path, "the directory is not empty and is not a Hudi table "
-                                                  "(no .hoodie/hoodie.properties)")
+                raise HoodieTableError(
+                    self.path, "the directory is not empty and is not a Hudi table (no .hoodie/hoodie.properties)"
+                )
             if o.operation == "delete":
                 raise HoodieTableError(self.path, "cannot delete from a table that does not exist yet")
             HoodieWriter.create(
-                storage, table_name=o.table_name, record_key_fields=o.record_key_fields, schema=batch_arrow,
-                precombine_field=o.precombine_field, partition_fields=o.partition_fields, hive_style=o.hive_style,
-                url_encode=o.url_encode, keygen_class=o.raw.get("hoodie.datasource.write.keygenerator.class"),
-                payload_class=o.payload_class, extra=_keygen_extra(o.raw))
+                storage,
+                table_name=o.table_name,
+                record_key_fields=o.record_key_fields,
+                schema=batch_arrow,
+                precombine_field=o.precombine_field,
+                partition_fields=o.partition_fields,
+                hive_style=o.hive_style,
+                url_encode=o.url_encode,
+                keygen_class=o.raw.get("hoodie.datasource.write.keygenerator.class"),
+                payload_class=o.payload_class,
+                extra=_keygen_extra(o.raw),
+            )
             self._created = before
         writer = HoodieWriter(storage)
         cfg = writer.config
         if not cfg.populate_meta_fields:
-            raise HoodieTableError(self.path, "the table was written with hoodie.populate.meta.fields=false; the "
-                                              "sink writes meta fields and refuses to mix them in")
+            raise HoodieTableError(
+                self.path,
+                "the table was written with hoodie.populate.meta.fields=false; the "
+                "sink writes meta fields and refuses to mix them in",
+            )
         if cfg.table_type != "MERGE_ON_READ":
             raise HoodieTableError(self.path, f"table type is {cfg.table_type}; the sink writes MERGE_ON_READ tables")
         # as Hudi's HoodieSparkSqlWriter: a table name given for an existing table must be its name (Spark's
         # case-insensitive resolver); record key, partition and precombine fields must be the table's
         if "hoodie.table.name" in o.raw and o.table_name.lower() != cfg.table_name.lower():
-            raise HoodieConfigError(f"option 'hoodie.table.name' is {o.table_name!r} but the table at {self.path} is "
-                                    f"named {cfg.table_name!r}; a Hudi table cannot be written under another name")
+            raise HoodieConfigError(
+                f"option 'hoodie.table.name' is {o.table_name!r} but the table at {self.path} is "
+                f"named {cfg.table_name!r}; a Hudi table cannot be written under another name"
+            )
         if list(cfg.record_key_fields) != list(o.record_key_fields):
-            raise HoodieConfigError(f"option 'hoodie.datasource.write.recordkey.field' is {o.record_key_fields} but "
-                                    f"the table at {self.path} has record key {cfg.record_key_fields}")
+            raise HoodieConfigError(
+                f"option 'hoodie.datasource.write.recordkey.field' is {o.record_key_fields} but "
+                f"the table at {self.path} has record key {cfg.record_key_fields}"
+            )
         if list(cfg.partition_fields or []) != list(o.partition_fields):
-            raise HoodieConfigError(f"option 'hoodie.datasource.write.partitionpath.field' is {o.partition_fields} "
-                                    f"but the table at {self.path} is partitioned by {cfg.partition_fields}")
+            raise HoodieConfigError(
+                f"option 'hoodie.datasource.write.partitionpath.field' is {o.partition_fields} "
+                f"but the table at {self.path} is partitioned by {cfg.partition_fields}"
+            )
         if o.precombine_field is None and cfg.precombine_field:
             # unset: the table's ordering field applies (Hudi fills write options from the table config)
             self.options = o = dataclasses.replace(o, precombine_field=cfg.precombine_field)
             if o.operation != "delete" and o.precombine_field not in batch_arrow.names:
-                raise HoodieConfigError(f"precombine (ordering) field {o.precombine_field!r} of the table at "
-                                        f"{self.path} is not a column of the micro-batch (columns: "
-                                        f"{sorted(batch_arrow.names)})")
+                raise HoodieConfigError(
+                    f"precombine (ordering) field {o.precombine_field!r} of the table at "
+                    f"{self.path} is not a column of the micro-batch (columns: "
+                    f"{sorted(batch_arrow.names)})"
+                )
         elif o.precombine_field != cfg.precombine_field:
-            raise HoodieConfigError(f"option 'hoodie.datasource.write.precombine.field' is {o.precombine_field!r} but "
-                                    f"the table at {self.path} has precombine field {cfg.precombine_field!r}")
+            raise HoodieConfigError(
+                f"option 'hoodie.datasource.write.precombine.field' is {o.precombine_field!r} but "
+                f"the table at {self.path} has precombine field {cfg.precombine_field!r}"
+            )
         return writer
 
     def _undo_failed_creation(self):
@@ -239,8 +263,10 @@ class HoodieStreamSink:
         incompatible = f"schema of the micro-batch is incompatible with the table at {self.path}"
         missing = [n for n in table_arrow.names if n not in normalized.names]
         if missing:
-            raise HoodieError(f"{incompatible}: column(s) {missing} of the table are missing (table columns "
-                              f"{table_arrow.names}, batch {normalized.names}); Hudi does not drop columns")
+            raise HoodieError(
+                f"{incompatible}: column(s) {missing} of the table are missing (table columns "
+                f"{table_arrow.names}, batch {normalized.names}); Hudi does not drop columns"
+            )
         fields, select, order, evolved, cast = [], [], [], False, False
         for i, f in enumerate(table_arrow):
             batch_type = normalized.field(f.name).type
@@ -255,9 +281,11 @@ class HoodieStreamSink:
                 fields.append(table_avro["fields"][i])
                 cast = True
             else:
-                raise HoodieError(f"{incompatible}: column {f.name!r} is {batch_type} in the batch but {f.type} in the "
-                                  f"table (Hudi promotes int to long, float or double, long to float or double, "
-                                  f"float to double)")
+                raise HoodieError(
+                    f"{incompatible}: column {f.name!r} is {batch_type} in the batch but {f.type} in the "
+                    f"table (Hudi promotes int to long, float or double, long to float or double, "
+                    f"float to double)"
+                )
             select.append(column)
             order.append(f.name)
         for name in normalized.names:
@@ -268,7 +296,8 @@ class HoodieStreamSink:
                     f"new column {name!r} must be nullable to evolve the table at {self.path} (the rows written before "
                     f"have no value); make it nullable in Spark before writing, e.g. "
                     f"df.withColumn({name!r}, F.when(F.col({name!r}).isNotNull(), F.col({name!r}))), or "
-                    f"df.to(schema) with StructField({name!r}, ..., nullable=True)")
+                    f"df.to(schema) with StructField({name!r}, ..., nullable=True)"
+                )
             fields.append(batch_fields[name])
             select.append(F.col(_quoted(name)))
             order.append(name)
@@ -296,33 +325,68 @@ class HoodieStreamSink:
         context = BatchContext(writer.storage, txn.instant, o.operation, ordering, tuple(df.columns), o.release_memory)
         recent = recent_write_commits(timeline)
         record_size = average_record_size(recent, o.record_size_estimate)
-        small = small_file_profile(writer.storage, timeline, o.max_file_size, o.log_to_parquet_ratio, record_size,
-                                   assign_tasks)
+        small = small_file_profile(
+            writer.storage, timeline, o.max_file_size, o.log_to_parquet_ratio, record_size, assign_tasks
+        )
 
-        keyed_schema = T.StructType(df.schema.fields + [
-            T.StructField(SEQ, T.LongType()), T.StructField(KEY, T.StringType()),
-            T.StructField(PARTITION, T.StringType()), T.StructField(DELETE, T.BooleanType())])
+        keyed_schema = T.StructType(
+            df.schema.fields
+            + [
+                T.StructField(SEQ, T.LongType()),
+                T.StructField(KEY, T.StringType()),
+                T.StructField(PARTITION, T.StringType()),
+                T.StructField(DELETE, T.BooleanType()),
+            ]
+        )
         keyed = df.mapInArrow(KeyBy(context, writer.config.props), keyed_schema)
-        keyed = keyed.withColumns({KEY_GROUP: F.expr(key_group_expr(o.key_groups)),
-                                   ASSIGN_TASK: F.expr(assign_task_expr(o.key_groups, assign_tasks))})
-        routed_schema = T.StructType(df.schema.fields + [
-            T.StructField(KEY, T.StringType()), T.StructField(PARTITION, T.StringType()),
-            T.StructField(FILE_ID, T.StringType()), T.StructField(KIND, T.ByteType()),
-            T.StructField(SEQ, T.LongType()), T.StructField(WRITE_TASK, T.IntegerType())])
-        assigner = BucketAssigner(context, AssignSpec(
-            committed=frozenset(i.timestamp for i in timeline.commits_timeline()), global_index=o.global_index,
-            event_time=mode == "EVENT_TIME_ORDERING", small_files=small,
-            new_file_capacity=int(o.max_file_size / record_size), num_tasks=assign_tasks,
-            write_plan=WritePlan(write_tasks, recent_loads(recent))))
+        keyed = keyed.withColumns(
+            {
+                KEY_GROUP: F.expr(key_group_expr(o.key_groups)),
+                ASSIGN_TASK: F.expr(assign_task_expr(o.key_groups, assign_tasks)),
+            }
+        )
+        routed_schema = T.StructType(
+            df.schema.fields
+            + [
+                T.StructField(KEY, T.StringType()),
+                T.StructField(PARTITION, T.StringType()),
+                T.StructField(FILE_ID, T.StringType()),
+                T.StructField(KIND, T.ByteType()),
+                T.StructField(SEQ, T.LongType()),
+                T.StructField(WRITE_TASK, T.IntegerType()),
+            ]
+        )
+        assigner = BucketAssigner(
+            context,
+            AssignSpec(
+                committed=frozenset(i.timestamp for i in timeline.commits_timeline()),
+                global_index=o.global_index,
+                event_time=mode == "EVENT_TIME_ORDERING",
+                small_files=small,
+                new_file_capacity=int(o.max_file_size / record_size),
+                num_tasks=assign_tasks,
+                write_plan=WritePlan(write_tasks, recent_loads(recent)),
+            ),
+        )
         # sorted by key group within each task, so a bucket assigner holds one key group's rows at a time
-        routed = (keyed.repartition(assign_tasks, ASSIGN_TASK).sortWithinPartitions(KEY_GROUP)
-                  .mapInArrow(assigner, routed_schema))
-        write_fn = StreamWriteFunction(context, WriteSpec(
-            avro_schema=txn.avro_schema, batch_size_bytes=o.batch_size_bytes, task_max_bytes=o.task_max_size_bytes,
-            pending_compactions=pending_file_groups(timeline)))
+        routed = (
+            keyed.repartition(assign_tasks, ASSIGN_TASK)
+            .sortWithinPartitions(KEY_GROUP)
+            .mapInArrow(assigner, routed_schema)
+        )
+        write_fn = StreamWriteFunction(
+            context,
+            WriteSpec(
+                avro_schema=txn.avro_schema,
+                batch_size_bytes=o.batch_size_bytes,
+                task_max_bytes=o.task_max_size_bytes,
+                pending_compactions=pending_file_groups(timeline),
+            ),
+        )
         # each file group to its write task (write_tasks.py: balanced by recent load, one task per file group)
         results = routed.repartition(write_tasks, WRITE_TASK).mapInArrow(
-            write_fn, T.StructType([T.StructField(n, T.StringType()) for n in RESULT_SCHEMA.names]))
+            write_fn, T.StructType([T.StructField(n, T.StringType()) for n in RESULT_SCHEMA.names])
+        )
         return [(r["kind"], r["payload"]) for r in results.collect()]
 
 
@@ -403,9 +467,11 @@ def worker_python_problem(exe, run=subprocess.run):
             return None
         last = (done.stderr or b"").decode(errors="replace").strip().splitlines()
         reason = f"cannot import hoodie_stream ({last[-1] if last else f'exit status {done.returncode}'})"
-    return (f"Spark starts its Python workers with {exe!r} ({where}), which {reason}; set the environment "
-            f"variable PYSPARK_PYTHON to the interpreter that has hoodie_stream (this one is {sys.executable}) "
-            "before the SparkSession starts, or spark.pyspark.python when launching with spark-submit")
+    return (
+        f"Spark starts its Python workers with {exe!r} ({where}), which {reason}; set the environment "
+        f"variable PYSPARK_PYTHON to the interpreter that has hoodie_stream (this one is {sys.executable}) "
+        "before the SparkSession starts, or spark.pyspark.python when launching with spark-submit"
+    )
 
 
 def _arrow_schema(spark_schema):
@@ -416,4 +482,3 @@ def _arrow_schema(spark_schema):
 
 def _keygen_extra(raw):
     return {k: v for k, v in raw.items() if k.startswith(("hoodie.keygen.timebased.", "hoodie.write.complex."))}
-

@@ -17,15 +17,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pympler import asizeof
 
+from ..chain import worker_memory
+from ..chain.columns import FILE_ID, KEY, KIND, PARTITION, SEQ, RecordKind
+from ..chain.stages import BatchContext, WriteSpec
 from ..errors import in_task
 from ..format.file_names import write_token
 from ..format.fs_view import FileSystemView, list_file_groups
 from ..format.runs import runs
 from ..format.timeline import Timeline
 from ..format.write_handles import append_log
-from ..chain import worker_memory
-from ..chain.columns import FILE_ID, KEY, KIND, PARTITION, SEQ, RecordKind
-from ..chain.stages import BatchContext, WriteSpec
 
 SAMPLE_RATE = 0.01
 RELEASE_AFTER_BYTES = 8 * 1024 * 1024
@@ -145,8 +145,11 @@ class BufferedWriter:
             held = bucket.bytes if bucket is not None else 0
             base = cum[start - 1] if start else 0
             # first row (relative to `start`) whose bucket or task total passes its limit
-            over = np.searchsorted(cum[start:], [base + self.fn.spec.batch_size_bytes - held,
-                                                  base + self.fn.spec.task_max_bytes - self.total], side="right")
+            over = np.searchsorted(
+                cum[start:],
+                [base + self.fn.spec.batch_size_bytes - held, base + self.fn.spec.task_max_bytes - self.total],
+                side="right",
+            )
             end = min(start + int(over.min()) + 1, len(sizes))
             # each bucket gets its own compact copy of its rows: a flush frees exactly what it wrote, and the
             # buffers never pin Spark's input batches
@@ -213,13 +216,28 @@ class BufferedWriter:
             if self.fn.context.ordering_field and self.fn.context.ordering_field in dels.column_names:
                 # deletes applied by arrival (a key that moved partition) carry no ordering value
                 values = dels[self.fn.context.ordering_field]
-                ordering = pc.if_else(pc.equal(dels[KIND], RecordKind.DELETE_NATURAL), pa.scalar(None, values.type), values)
+                ordering = pc.if_else(
+                    pc.equal(dels[KIND], RecordKind.DELETE_NATURAL), pa.scalar(None, values.type), values
+                )
             deletes = (dels[KEY], ordering)
         inserts = pc.sum(pc.equal(table[KIND], RecordKind.INSERT)).as_py() or 0
-        return append_log(self.fn.context.storage, self.fn.context.instant, bucket.partition, file_id, base_instant,
-                          self.fn.spec.avro_schema, records=records, keys=keys, deletes=deletes, token=self.token,
-                          task_id=self.task, base_file=base_file, num_inserts=inserts, new_file_group=new_group,
-                          order=order)
+        return append_log(
+            self.fn.context.storage,
+            self.fn.context.instant,
+            bucket.partition,
+            file_id,
+            base_instant,
+            self.fn.spec.avro_schema,
+            records=records,
+            keys=keys,
+            deletes=deletes,
+            token=self.token,
+            task_id=self.task,
+            base_file=base_file,
+            num_inserts=inserts,
+            new_file_group=new_group,
+            order=order,
+        )
 
     def _slice_of(self, partition, file_id, table):
         """(base instant, base file name, new file group?) of the latest slice of a file group.
@@ -248,9 +266,19 @@ class BufferedWriter:
 
     def results(self):
         rows = [("stat", json.dumps(s.to_dict())) for s in self.stats]
-        rows.append(("flushes", json.dumps(dict(self.flushes, task_index=self.task, peak_buffered=self.peak_buffered,
-                                                peak_real=self.peak_real,
-                                                measured=self.sampler.measured))))
+        rows.append(
+            (
+                "flushes",
+                json.dumps(
+                    dict(
+                        self.flushes,
+                        task_index=self.task,
+                        peak_buffered=self.peak_buffered,
+                        peak_real=self.peak_real,
+                        measured=self.sampler.measured,
+                    )
+                ),
+            )
+        )
         kinds, payloads = zip(*rows)
-        return pa.record_batch([pa.array(kinds, pa.string()), pa.array(payloads, pa.string())],
-                               schema=RESULT_SCHEMA)
+        return pa.record_batch([pa.array(kinds, pa.string()), pa.array(payloads, pa.string())], schema=RESULT_SCHEMA)
