@@ -16,6 +16,42 @@ from hoodie_stream.local_spark import local_session_builder
 MB = 1024 * 1024
 
 
+# -- a trips table (format and compaction benchmarks) -------------------------------------------------------
+def trips_schema():
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("id", pa.int64()),
+            ("ts", pa.int64()),
+            ("uuid", pa.string()),
+            ("name", pa.string()),
+            ("fare", pa.float64()),
+            ("city", pa.string()),
+        ]
+    )
+
+
+def trips_rows(ids, ts, rng, cities=("sf", "nyc", "chennai")):
+    """Trips of the given int64 ids (numpy) at ordering value `ts`; fares drawn from `rng`."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(ids)
+    return pa.table(
+        {
+            "id": pa.array(ids),
+            "ts": pa.array(np.full(n, ts, dtype=np.int64)),
+            "uuid": pc.cast(pa.array(ids * 7919 % 1000003), pa.string()),
+            "name": pc.binary_join_element_wise("rider-", pc.cast(pa.array(ids % 997), pa.string()), ""),
+            "fare": pa.array(rng.random(n) * 100),
+            "city": pa.array(np.array(list(cities))[ids % len(cities)]),
+        },
+        schema=trips_schema(),
+    )
+
+
 # -- spark -------------------------------------------------------------------------------------------------
 def spark_session(driver_memory="4g", app="hoodie-stream-bench", conf=None):
     """A local[2] session whose Python workers run this interpreter (hoodie_stream.local_spark, as the tests)."""

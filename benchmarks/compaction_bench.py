@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from common import trips_rows, trips_schema
 from hoodie_stream.compaction import clean as cleaning
 from hoodie_stream.compaction.execute import compact_operation
 from hoodie_stream.compaction.operation import plan_operations
@@ -35,31 +35,11 @@ from hoodie_stream.format.writer import HoodieWriter
 from hoodie_stream.options import parse_compaction_options
 
 GROUPS = 4
-SCHEMA = pa.schema(
-    [
-        ("id", pa.int64()),
-        ("ts", pa.int64()),
-        ("uuid", pa.string()),
-        ("name", pa.string()),
-        ("fare", pa.float64()),
-        ("city", pa.string()),
-    ]
-)
+SCHEMA = trips_schema()
 
 
 def rows(ids, ts, rng):
-    n = len(ids)
-    return pa.table(
-        {
-            "id": pa.array(ids),
-            "ts": pa.array(np.full(n, ts, dtype=np.int64)),
-            "uuid": pc.cast(pa.array(ids * 7919 % 1000003), pa.string()),
-            "name": pc.binary_join_element_wise("rider-", pc.cast(pa.array(ids % 997), pa.string()), ""),
-            "fare": pa.array(rng.random(n) * 100),
-            "city": pa.array(np.array(["sf", "nyc", "chennai"])[ids % 3]),
-        },
-        schema=SCHEMA,
-    )
+    return trips_rows(ids, ts, rng)
 
 
 def build(base, n_rows):
@@ -112,8 +92,7 @@ def main(argv=None):
         # floor: pyarrow reads the base files, log records come decoded for free, one parquet file is written
         decoded = []
         for op in ops:
-            logs = [os.path.join(base, n) for n in op["deltaFilePaths"]]
-            versions = slice_versions(logs, committed.__contains__, "ts", pa.int64())
+            versions = slice_versions(base, op["deltaFilePaths"], committed.__contains__, "ts", pa.int64())
             decoded.append([v.table for v in versions])
         floor_dir = tempfile.mkdtemp(prefix="compaction-floor-")
         started = time.perf_counter()

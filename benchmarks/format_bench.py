@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import fastavro
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from common import trips_rows, trips_schema
 from hoodie_stream.format.avro_decoder import decode_records
 from hoodie_stream.format.avro_encoder import encode_records
 from hoodie_stream.format.avro_schema import arrow_to_avro_schema
@@ -111,33 +111,13 @@ def bench_encode_decode(n_rows):
 def build_mor_table(base, n_rows, update_fraction=0.1, groups=8, seed=7):
     """n_rows in `groups` base files, then one deltacommit updating `update_fraction` of the keys in logs."""
     rng = np.random.default_rng(seed)
-    schema = pa.schema(
-        [
-            ("id", pa.int64()),
-            ("ts", pa.int64()),
-            ("uuid", pa.string()),
-            ("name", pa.string()),
-            ("fare", pa.float64()),
-            ("city", pa.string()),
-        ]
-    )
+    schema = trips_schema()
     writer = HoodieWriter.create(
         base, table_name="bench", record_key_fields=["id"], schema=schema, precombine_field="ts", partition_fields=[]
     )
 
     def rows(sel, ts):
-        n = len(sel)
-        return pa.table(
-            {
-                "id": pa.array(sel),
-                "ts": pa.array(np.full(n, ts, dtype=np.int64)),
-                "uuid": pc.cast(pa.array(sel * 7919 % 1000003), pa.string()),
-                "name": pc.binary_join_element_wise("rider-", pc.cast(pa.array(sel % 997), pa.string()), ""),
-                "fare": pa.array(rng.random(n) * 100),
-                "city": pa.array(np.array(["sf", "nyc", "chennai", "sao_paulo"])[sel % 4]),
-            },
-            schema=schema,
-        )
+        return trips_rows(sel, ts, rng, cities=("sf", "nyc", "chennai", "sao_paulo"))
 
     txn = writer.start(operation="INSERT")
     groups_written = []

@@ -1,5 +1,6 @@
 """Test helpers for calling the format core's storage-based functions with plain local file paths."""
 
+import hashlib
 import os
 
 from hoodie_stream.storage import LocalStorage
@@ -9,3 +10,14 @@ def at(path):
     """(storage rooted at the file's directory, the file's name) of a local file path."""
     path = os.fspath(path)
     return LocalStorage(os.path.dirname(path)), os.path.basename(path)
+
+
+def tree(base):
+    """{relative path: sha1} of every file under a directory (a table, to compare before and after)."""
+    out = {}
+    for root, _dirs, files in os.walk(base):
+        for name in files:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, base)] = hashlib.sha1(f.read()).hexdigest()
+    return out

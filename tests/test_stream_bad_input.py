@@ -1,24 +1,13 @@
 """Bad input is refused with an error naming the record, field or option, and the table is left unchanged."""
 
-import hashlib
 import os
 
 import pytest
 
 from hoodie_stream import HoodieStreamSink, HoodieTable
 from hoodie_stream.errors import HoodieConfigError, HoodieError, HoodieKeyError, HoodieTableError
+from storage_helpers import tree
 from stream_model import OPTIONS, SCHEMA_DDL
-
-
-def tree(base):
-    """{relative path: sha1} of every file under the table."""
-    out = {}
-    for root, _dirs, files in os.walk(base):
-        for name in files:
-            path = os.path.join(root, name)
-            with open(path, "rb") as f:
-                out[os.path.relpath(path, base)] = hashlib.sha1(f.read()).hexdigest()
-    return out
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ def test_inserts_are_packed_into_small_file_groups(spark, tmp_path):
     assert table.read().num_rows == BATCHES * PER_BATCH
     by_partition = {}
     for fs in FileSystemView(base).latest_slices():
-        size = fs.file_size(base)
+        size = fs.file_size
         groups, total = by_partition.get(fs.partition, (0, 0))
         by_partition[fs.partition] = (groups + 1, total + size)
     assert set(by_partition) == {"a", "b"}

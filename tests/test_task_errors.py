@@ -1,7 +1,6 @@
 """An error the project raises inside a Spark task reaches the driver, and the user's foreachBatch call, as itself:
 its class, its fields and its message (errors.in_task on the task side, errors.rebuild_task_error on the driver)."""
 
-import hashlib
 import os
 import pickle
 
@@ -26,6 +25,7 @@ from hoodie_stream.errors import (
 from hoodie_stream.format.timeline import Timeline
 from hoodie_stream.options import parse_compaction_options
 from hoodie_stream.storage import storage_for
+from storage_helpers import tree
 from stream_model import OPTIONS, SCHEMA_DDL
 
 SAMPLE_VALUES = {
@@ -115,15 +115,6 @@ def test_unknown_class_or_unfit_fields_become_a_hoodie_error():
 
 
 # -- the write chain through HoodieStreamSink, as foreachBatch calls it -------------------------------------------
-def tree(base):
-    """{relative path: sha1} of every file under the table."""
-    out = {}
-    for root, _dirs, files in os.walk(base):
-        for name in files:
-            path = os.path.join(root, name)
-            with open(path, "rb") as f:
-                out[os.path.relpath(path, base)] = hashlib.sha1(f.read()).hexdigest()
-    return out
 
 
 ROWS = [(1, "sf", 1, "a", False), (2, "nyc", 1, "b", False), (3, "sf", 1, "c", False)]
