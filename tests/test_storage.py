@@ -61,13 +61,16 @@ def test_a_failed_write_leaves_nothing(tmp_path):
 
 def test_writes_fsync_the_file_and_its_directory(tmp_path, monkeypatch):
     synced = []
-    real_fsync = os.fsync
 
-    def fsync(fd):
-        synced.append("dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
-        real_fsync(fd)
+    def recording(sync):
+        def record(fd):
+            synced.append("dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+            sync(fd)
 
-    monkeypatch.setattr(local_module.os, "fsync", fsync)
+        return record
+
+    monkeypatch.setattr(local_module.os, "fsync", recording(os.fsync))
+    monkeypatch.setattr(local_module.os, "fdatasync", recording(os.fdatasync))
     s = LocalStorage(tmp_path)
     for op in (lambda: s.write("a/w", b"1"), lambda: s.create("a/c", b"2"), lambda: s.delete("a/w")):
         synced.clear()

@@ -137,8 +137,10 @@ def _write(storage, path, table):
     if KEY_HASH not in table.column_names:
         table = coded(table)
     table = table.combine_chunks()
-    with storage.open_output(path) as f, ipc.new_file(f, table.schema) as writer:
+    buffer = pa.BufferOutputStream()
+    with ipc.new_file(buffer, table.schema) as writer:
         writer.write_table(table)
+    storage.write(path, memoryview(buffer.getvalue()))  # one write of the serialized file
 
 
 def _write_full(storage, path, index):

@@ -1,6 +1,6 @@
 """Storage on a local (or mounted) POSIX file system.
 
-Every object is written to a temporary file in its directory, flushed and fsync'ed, then linked (create-if-absent:
+Every object is written to a temporary file in its directory, flushed and synced (fdatasync), then linked (create-if-absent:
 `os.link` fails when the name exists) or renamed (write) to its name, and the directory is fsync'ed, so a crash
 leaves either the old state or the new one, and a completed instant, once visible, survives power loss. Temporary
 files are named `.<name>.<random>.tmp`: no reader takes them for a data or timeline file, and recovery removes
@@ -32,6 +32,20 @@ def is_temp_name(name: str) -> bool:
     return (name.startswith(".") and name.endswith(TEMP_SUFFIX)) or (
         name.startswith("_tmp_") and name.endswith(".writing")
     )
+
+
+def _sync_data(fd: int) -> None:
+    """Flush a file's data (and the metadata needed to read it back) to the device."""
+    (getattr(os, "fdatasync", None) or os.fsync)(fd)
+
+
+def _create_temp(tmp: str, directory: str) -> IO[bytes]:
+    """Open a new temporary file; its directory is created only when the first attempt misses it."""
+    try:
+        return open(tmp, "w+b")
+    except FileNotFoundError:
+        os.makedirs(directory, exist_ok=True)
+        return open(tmp, "w+b")
 
 
 def _fsync_dir(directory: str) -> None:
@@ -148,21 +162,25 @@ class LocalStorage(Storage):
         directory, name = os.path.split(target)
         if create and os.path.exists(target):
             raise HoodieObjectExistsError(self.uri_of(path), "already exists; refusing to overwrite it")
-        os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, temp_name(name))
+        placed = False
         try:
-            with open(tmp, "w+b") as f:
+            with _create_temp(tmp, directory) as f:
                 yield f
                 f.flush()
-                os.fsync(f.fileno())
+                _sync_data(f.fileno())
             if create:
                 self._link_new(tmp, target, path)
             else:
                 os.replace(tmp, target)
+                placed = True
             _fsync_dir(directory)
         finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+            if not placed:
+                try:
+                    os.remove(tmp)
+                except FileNotFoundError:
+                    pass
 
     def _link_new(self, tmp, target, path):
         try:
