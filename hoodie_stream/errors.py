@@ -37,8 +37,8 @@ class HoodieError(Exception):
         return type(self), tuple(self.to_fields().values()), self.__dict__
 
 
-class HoodieTableError(HoodieError):
-    """A table on disk cannot be opened or written: missing/corrupt hoodie.properties, wrong version, MDT."""
+class HoodiePathReasonError(HoodieError):
+    """An error about one path: the path and the reason, shown as `<path>: <reason>`."""
 
     fields = ("path", "reason")
 
@@ -46,6 +46,10 @@ class HoodieTableError(HoodieError):
         self.path = str(path)
         self.reason = reason
         super().__init__(f"{self.path}: {reason}")
+
+
+class HoodieTableError(HoodiePathReasonError):
+    """A table on disk cannot be opened or written: missing/corrupt hoodie.properties, wrong version, MDT."""
 
 
 class HoodieTimelineError(HoodieError):
@@ -77,15 +81,8 @@ class HoodiePathError(HoodieError):
     segment (a partition value that is absolute, holds `..`, an empty segment or a control character)."""
 
 
-class HoodieStorageError(HoodieError):
+class HoodieStorageError(HoodiePathReasonError):
     """A storage operation failed: the object is missing, or create-if-absent found it present."""
-
-    fields = ("path", "reason")
-
-    def __init__(self, path: str, reason: str) -> None:
-        self.path = str(path)
-        self.reason = reason
-        super().__init__(f"{self.path}: {reason}")
 
 
 class HoodieObjectExistsError(HoodieStorageError):
