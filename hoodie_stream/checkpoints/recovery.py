@@ -20,6 +20,7 @@ from ..format.markers import marker_dir
 from ..format.reader import HoodieTable
 from ..format.rollback import finish_pending_rollbacks, rollback_instant
 from ..format.runs import run_ends
+from ..format.string_buffers import constant_strings
 from ..format.timeline import Timeline
 from ..storage import storage_for
 from ..storage.local import is_temp_name
@@ -125,12 +126,12 @@ class _ReadKeys:
                 records = table.read_slice(fs, self.committed, schema, keep_deletes=True)
                 record_keys = records["_hoodie_record_key"].combine_chunks()
                 live = pc.invert(records["__hs_del"]).combine_chunks()
-                parts = pa.array([row["partition"]] * records.num_rows, pa.string())
+                parts = constant_strings(row["partition"], records.num_rows)
                 keys = record_keys
                 if not self.global_index:
                     keys = pc.binary_join_element_wise(parts, record_keys, "\u0001")
                 yield pa.record_batch(
-                    [keys, parts, pa.array([row["file_id"]] * records.num_rows, pa.string()), record_keys, live],
+                    [keys, parts, constant_strings(row["file_id"], records.num_rows), record_keys, live],
                     names=["key", "partition", "file_id", "record_key", "live"],
                 )
 

@@ -14,6 +14,7 @@ from ..format.markers import delete_markers, list_markers
 from ..format.reader import HoodieTable
 from ..storage import storage_for
 from ..storage.local import is_temp_name
+from .operation import plan_operations
 
 
 def read_plan(timeline, instant):
@@ -23,7 +24,7 @@ def read_plan(timeline, instant):
 def _new_files(storage, instant, plan):
     """Relative paths of base files this compaction wrote (markers, plus a scan of the plan's partitions)."""
     found = {path for path, _io in list_markers(storage, instant)}
-    for partition in {op.get("partitionPath") or "" for op in plan.get("operations") or []}:
+    for partition in {op.partition for op in plan_operations(plan)}:
         for info in storage.list(partition):
             parsed = parse_base_file_name(info.name)
             if (parsed and parsed.instant == instant) or (
@@ -55,7 +56,7 @@ def revert_to_requested(storage, timeline, instant):
 
 def commit_compaction(storage, timeline, instant, plan, stats):
     """Complete the compaction with the write stats of its operations (every operation must have reported one)."""
-    ops = plan.get("operations") or []
+    ops = plan_operations(plan)
     if len(stats) != len(ops):
         raise HoodieCommitError(f"compaction {instant}: {len(stats)} of {len(ops)} operations reported")
     by_partition = {}

@@ -30,6 +30,7 @@ from ..format.log_scanner import block_versions
 from ..format.markers import create_marker
 from ..format.merge import KEY, Version, merge, merge_mode
 from ..format.reader import HoodieTable
+from ..format.string_buffers import constant_strings
 from ..storage import Storage, join, storage_for
 from .operation import CompactionOperation
 
@@ -182,7 +183,7 @@ def compact_operation(
             merged = merge(versions, schema, mode, ordering)
             if merged.num_rows:
                 merged = merged.set_column(
-                    merged.column_names.index(FILE_NAME), FILE_NAME, pa.array([name] * merged.num_rows, pa.string())
+                    merged.column_names.index(FILE_NAME), FILE_NAME, constant_strings(name, merged.num_rows)
                 )
                 writer.write(merged)
                 rows += merged.num_rows

@@ -16,6 +16,7 @@ from ..errors import HoodieFormatError, HoodieUsageError
 from .avro_encoder import encode_records
 from .avro_models import DELETE_RECORD_LIST_SCHEMA, WRAPPERS
 from .log_block import CONTENT_VERSION
+from .string_buffers import constant_strings
 
 WRAPPER_NAMES = tuple(name for name, _what, _type in WRAPPERS)  # union branches 1..11 of orderingVal
 _PARSED: list[dict] = []
@@ -157,10 +158,10 @@ def delete_content_arrow(keys, partition, ordering=None):
                 {"name": "partitionPath", "type": ["null", "string"]},
             ],
         }
-        table = pa.table({"recordKey": keys.cast(pa.string()), "partitionPath": pa.array([partition] * n, pa.string())})
+        table = pa.table({"recordKey": keys.cast(pa.string()), "partitionPath": constant_strings(partition, n)})
         pieces = [_binary(*encode_records(table, ident), n)]
         if wrapper is None:
-            pieces.append(pa.array([b"\x00"] * n, pa.large_binary()))
+            pieces.append(pa.repeat(pa.scalar(b"\x00", pa.large_binary()), n))
         else:
             branch, wrapper_schema = _union_branch(schema, "orderingVal", wrapper)
             value_schema = {

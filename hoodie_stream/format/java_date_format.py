@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import HoodieConfigError
+from .string_buffers import constant_strings
 
 _MONTHS = [
     "January",
@@ -276,8 +277,8 @@ def format_wall_clock(wall, tokens):
             continue
         pieces.append(pc.utf8_lpad(v.cast(pa.string()), count, "0"))
     if not pieces:
-        return pa.array([""] * n, pa.string())
-    arrays = [p if isinstance(p, pa.Array) else pa.array([p.as_py()] * n, pa.string()) for p in pieces]
+        return constant_strings("", n)
+    arrays = [p if isinstance(p, pa.Array) else constant_strings(p.as_py(), n) for p in pieces]
     return pc.binary_join_element_wise(*arrays, "") if len(arrays) > 1 else arrays[0]
 
 

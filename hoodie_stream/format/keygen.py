@@ -25,6 +25,7 @@ from .java_date_format import (
     parse_date_strings,
     parse_regex,
 )
+from .string_buffers import constant_strings
 
 DEFAULT_PARTITION_PATH = "__HIVE_DEFAULT_PARTITION__"
 NULL_PLACEHOLDER = "__null__"
@@ -38,7 +39,7 @@ _ESCAPE_CLASS = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in _ESCAPED) + "]"
 # ---------------------------------------------------------------- value rendering
 
 
-def _column(table, field):
+def field_column(table, field):
     """Column for a (possibly dotted, nested) field name as one Arrow array."""
     parts = field.split(".")
     if parts[0] not in table.column_names:
@@ -85,7 +86,7 @@ def _java_timestamp_str(col):
 
 def value_strings(table, field, consistent_logical_timestamp=False):
     """String rendering of one key field, nulls kept as nulls."""
-    col = _column(table, field)
+    col = field_column(table, field)
     t = col.type
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return col.cast(pa.string())
@@ -138,7 +139,7 @@ def _partition_part(values, field, hive_style, url_encode):
 
 def _join(parts, sep, n):
     if not parts:
-        return pa.array([""] * n, pa.string())
+        return constant_strings("", n)
     if len(parts) == 1:
         return parts[0]
     return pc.binary_join_element_wise(*parts, sep)
@@ -254,7 +255,7 @@ class NonpartitionedKeyGenerator(KeyGenerator):
         super().__init__(record_key_fields, (), **kw)
 
     def partition_paths(self, table):
-        return pa.array([""] * table.num_rows, pa.string())
+        return constant_strings("", table.num_rows)
 
 
 class GlobalDeleteKeyGenerator(NonpartitionedKeyGenerator):
@@ -361,7 +362,7 @@ class TimestampBasedKeyGenerator(SimpleKeyGenerator):
 
     def partition_instants(self, table):
         """(epoch ms, local wall-clock ms in the display zone) per row."""
-        col = _column(table, self.partition_fields[0])
+        col = field_column(table, self.partition_fields[0])
         if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
             if self.timestamp_type not in ("DATE_STRING", "MIXED"):
                 raise HoodieKeyError(

@@ -25,3 +25,10 @@ def utf8_buffers(keys, what="keys"):
     offsets = np.frombuffer(offsets_buf, dtype=offset_type)[keys.offset : keys.offset + len(keys) + 1].astype(np.int64)
     data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
     return data, offsets
+
+
+def constant_strings(value, n):
+    """An Arrow string array of n copies of value, built from buffers (no Python objects per row)."""
+    data = value.encode("utf-8")
+    offsets = np.arange(n + 1, dtype=np.int32) * len(data)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data * n))

@@ -25,6 +25,7 @@ from .log_block import BlockType, HeaderKey, LogBlock
 from .log_writer import write_log_file
 from .markers import create_marker
 from .partition_path import check_partition_path
+from .string_buffers import constant_strings
 
 COMMIT_TIME, SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME = META_FIELDS
 ENCODE_CHUNK_BYTES = 1024 * 1024  # Arrow bytes of data encoded at a time when a log block is written
@@ -219,10 +220,3 @@ def create_base(
 
 def _dumps(schema):
     return json.dumps(schema, separators=(",", ":"))
-
-
-def constant_strings(value, n):
-    """An Arrow string array of n copies of value, built from buffers (no Python objects per row)."""
-    data = value.encode("utf-8")
-    offsets = np.arange(n + 1, dtype=np.int32) * len(data)
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data * n))

@@ -16,7 +16,7 @@ from ..chain.columns import CHAIN_PREFIX, DELETE, IS_DELETED, KEY, PARTITION, SE
 from ..chain.stages import BatchContext
 from ..errors import HoodieKeyError, HoodiePathError, in_task
 from ..format import partition_path
-from ..format.keygen import make_key_generator
+from ..format.keygen import field_column, make_key_generator
 
 
 def describe_row(table, row, limit=6):
@@ -62,18 +62,15 @@ class KeyBy:
         except HoodieKeyError as e:
             row = _first_missing_key(keygen, table)
             raise HoodieKeyError(f"{e}; record {describe_row(table, row)}") from None
-        try:
-            partitions = keygen.partition_paths(table)
-        except HoodieKeyError as e:
-            raise HoodieKeyError(f"{e}") from None
+        partitions = keygen.partition_paths(table)
         _check_partition_paths(keygen, table, partitions)
         operation, ordering_field = self.context.operation, self.context.ordering_field
         if operation == "delete":
-            deletes = pa.array([True] * table.num_rows, pa.bool_())
+            deletes = pa.array(np.ones(table.num_rows, np.bool_))
         elif IS_DELETED in table.column_names:
             deletes = pc.fill_null(table[IS_DELETED], False).combine_chunks()
         else:
-            deletes = pa.array([False] * table.num_rows, pa.bool_())
+            deletes = pa.array(np.zeros(table.num_rows, np.bool_))
         if ordering_field and operation != "delete":
             ordering = table[ordering_field]
             if ordering.null_count:
@@ -100,13 +97,10 @@ def _check_partition_paths(keygen, table, partitions):
 
 
 def _field_value(table, field, row):
-    parts = field.split(".")
-    if parts[0] not in table.column_names:
+    try:
+        return field_column(table, field)[row].as_py()
+    except HoodieKeyError:  # a field the key generator does not read from the records
         return None
-    value = table[parts[0]][row].as_py()
-    for part in parts[1:]:
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
 
 
 def _first_missing_key(keygen, table):

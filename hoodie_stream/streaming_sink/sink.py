@@ -254,6 +254,7 @@ class HoodieStreamSink:
         a column of a type the table's promotes to widens the table's; new nullable columns go at the end.
         Anything else raises HoodieError."""
         from pyspark.sql import functions as F
+        from pyspark.sql.pandas.types import from_arrow_type
 
         table_avro = writer.avro_schema()
         table_arrow = avro_to_arrow_schema(table_avro)
@@ -277,7 +278,7 @@ class HoodieStreamSink:
                 fields.append(batch_fields[f.name])  # the table's type widens to the batch's
                 evolved = True
             elif any(f.type.equals(t) for t in _PROMOTIONS.get(batch_type, ())):
-                column = column.cast(_spark_types()[str(f.type)]()).alias(f.name)  # written as the table's type
+                column = column.cast(from_arrow_type(f.type)).alias(f.name)  # written as the table's type
                 fields.append(table_avro["fields"][i])
                 cast = True
             else:
@@ -420,12 +421,6 @@ _PROMOTIONS = {
     pa.int64(): (pa.float32(), pa.float64()),
     pa.float32(): (pa.float64(),),
 }
-
-
-def _spark_types():
-    from pyspark.sql import types as T
-
-    return {"int64": T.LongType, "float": T.FloatType, "double": T.DoubleType}
 
 
 _checked_worker_pythons: set[str] = set()
