@@ -93,6 +93,14 @@ class HoodieObjectNotFoundError(HoodieStorageError):
     """The object to read does not exist."""
 
 
+class HoodieObjectChangedError(HoodieStorageError):
+    """A conditional replace lost: the object changed (or vanished) since its version was read."""
+
+
+class HoodieLockError(HoodieError):
+    """The table's writer lease is held by another writer (named in the message), or was lost."""
+
+
 def _subclasses(cls):
     yield cls
     for sub in cls.__subclasses__():

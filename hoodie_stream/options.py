@@ -169,6 +169,24 @@ class CompactionOptions:
 
 
 @dataclass(frozen=True)
+class LockOptions:
+    """The writer lease (Hudi's storage-based lock provider keys)."""
+
+    validity_timeout_secs: int = option(
+        "hoodie.write.lock.storage.validity.timeout.secs",
+        "300",
+        integer(),
+        "seconds a lease stays valid without renewal; a lease older than this is taken over",
+    )
+    renew_interval_secs: float = option(
+        "hoodie.write.lock.storage.renew.interval.secs", "30", number, "seconds between renewals of a held lease"
+    )
+    wait_time_ms: int = option(
+        "hoodie.write.lock.wait_time_ms", "60000", integer(0), "how long a writer waits for a lease another holds"
+    )
+
+
+@dataclass(frozen=True)
 class SinkOptions:
     """The options of a HoodieStreamSink (Hudi's key names; Hudi Flink's for the write chain)."""
 
@@ -218,7 +236,17 @@ class SinkOptions:
         "hoodie.stream.index.key.groups", "128", integer(1, 32768), "up to Flink's largest max parallelism, 2^15"
     )
     release_memory: bool = option("hoodie.stream.worker.memory.release", "true", boolean, "see chain/worker_memory.py")
+    index_cache_dir: str | None = option(
+        "hoodie.stream.index.cache.dir",
+        None,
+        text,
+        "executors' local copies of the index state of a remote table (default: under Spark's local dirs)",
+    )
+    index_cache_max_bytes: int = option(
+        "hoodie.stream.index.cache.max.mb", "2048", megabytes(integer()), "MB of local index copies per executor"
+    )
     compaction: CompactionOptions = field(default_factory=CompactionOptions)
+    lock: LockOptions = field(default_factory=LockOptions)
 
     @property
     def max_file_size(self) -> int:
@@ -233,8 +261,19 @@ def _parsed(cls: type[T], given: Mapping[str, str], **values: Any) -> T:
     return cls(**values)
 
 
+def parse_table_service_options(options: Mapping[str, Any] | None = None) -> tuple[CompactionOptions, LockOptions]:
+    """(CompactionOptions, LockOptions) from Hudi-named options alone (offline compaction and cleaning); unknown
+    keys are refused."""
+    raw = {str(k): str(v) for k, v in (options or {}).items()}
+    keys = [spec.key for cls in (CompactionOptions, LockOptions) for spec in options_of(cls).values()]
+    unknown = [k for k in raw if k not in keys]
+    if unknown:
+        raise HoodieConfigError(f"unknown compaction option(s) {sorted(unknown)}; known: {sorted(keys)}")
+    return _parsed(CompactionOptions, raw), _parsed(LockOptions, raw)
+
+
 def parse_compaction_options(options: Mapping[str, Any] | None = None) -> CompactionOptions:
-    """CompactionOptions from Hudi-named options alone (offline compaction); unknown keys are refused."""
+    """CompactionOptions from Hudi-named options alone; unknown keys (lock keys too) are refused."""
     raw = {str(k): str(v) for k, v in (options or {}).items()}
     keys = [spec.key for spec in options_of(CompactionOptions).values()]
     unknown = [k for k in raw if k not in keys]
@@ -245,7 +284,7 @@ def parse_compaction_options(options: Mapping[str, Any] | None = None) -> Compac
 
 def known_keys() -> set[str]:
     """The keys of every sink option (those passed through by prefix aside)."""
-    return {spec.key for cls in (SinkOptions, CompactionOptions) for spec in options_of(cls).values()}
+    return {spec.key for cls in (SinkOptions, CompactionOptions, LockOptions) for spec in options_of(cls).values()}
 
 
 def parse_options(path: str, options: Mapping[str, Any] | None = None, **shortcuts: Any) -> SinkOptions:
@@ -263,7 +302,9 @@ def parse_options(path: str, options: Mapping[str, Any] | None = None, **shortcu
     unknown = [k for k in raw if k not in known and not k.startswith(_PREFIXES_PASSED_THROUGH)]
     if unknown:
         raise HoodieConfigError(f"unknown option(s) {sorted(unknown)} (options use Hudi's key names)")
-    opts = _parsed(SinkOptions, raw, raw=raw, compaction=_parsed(CompactionOptions, raw))
+    opts = _parsed(
+        SinkOptions, raw, raw=raw, compaction=_parsed(CompactionOptions, raw), lock=_parsed(LockOptions, raw)
+    )
     if not opts.record_key_fields:
         raise HoodieConfigError("option 'hoodie.datasource.write.recordkey.field' (record_key=) is required")
     if not opts.table_name:

@@ -1,27 +1,45 @@
 """The storage layer: the only code that touches files (see `base.Storage`).
 
-`storage_for(location)` gives the storage of a table path or URI: a plain path or `file://` URI is a
-`LocalStorage`; a `Storage` passed in is used as it is.
+`storage_for(location, storage_options)` gives the storage of a table path or URI: a plain path or `file://` URI
+is a `LocalStorage`; `s3://`, `s3a://`, `gs://`, `abfs[s]://` and `az://` URIs an `ObjectStorage` (obstore);
+`hdfs://` is refused with the reason; a `Storage` passed in is used as it is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ..errors import HoodieConfigError
 from .base import FileInfo, Storage
 from .local import LocalStorage
+from .options import resolve, store_kind
 from .paths import check_relative, check_segment, join, split
 
 __all__ = ["FileInfo", "LocalStorage", "Storage", "check_relative", "check_segment", "join", "split", "storage_for"]
 
 
-def storage_for(location: str | Storage) -> Storage:
-    """The storage rooted at `location`: a Storage (returned as it is), a local path or a `file://` URI."""
+def storage_for(
+    location: str | Storage,
+    storage_options: Mapping[str, object] | None = None,
+    fallback_options: Mapping[str, object] | None = None,
+) -> Storage:
+    """The storage rooted at `location`: a Storage (returned as it is), a local path or `file://` URI, or an
+    object store URI (`s3://`, `s3a://`, `gs://`, `abfs://`, `abfss://`, `az://`) with its options resolved from
+    `storage_options`, the environment and `fallback_options` (see `options.resolve`). Other schemes are refused
+    (HoodieConfigError) before anything is touched."""
     if isinstance(location, Storage):
         return location
     text = str(location)
-    scheme = text.split("://", 1)[0].lower() if "://" in text else ""
-    if scheme in ("", "file"):
+    kind = store_kind(text)
+    options = resolve(text, storage_options, fallback_options)
+    if kind == "local":
         return LocalStorage(text)
-    raise HoodieConfigError(
-        f"{text}: storage scheme {scheme + '://'!r} is not supported (local paths and file:// URIs are)"
-    )
+    if kind == "hdfs":
+        raise HoodieConfigError(
+            f"{text}: hdfs:// tables are not supported yet: the commit protocol needs an exclusive create, which "
+            "pyarrow's HadoopFileSystem does not offer (its move overwrites); mount the file system (NFS gateway, "
+            "FUSE) and give a local path"
+        )
+    from .object_store import ObjectStorage
+
+    return ObjectStorage(text, options)

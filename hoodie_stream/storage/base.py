@@ -10,6 +10,7 @@ Hudi's commit protocol needs, stated so that an object store can provide them wi
   timeline, markers and writer locks stand on);
 - `open_output`: a file to write an object through (seekable; it appears atomically when the block ends, and, with
   `create=True`, only if nothing is there yet);
+- `read_version` / `put_if`: compare-and-swap on one object (ETag / generation on object stores), for the lease;
 - `list` (with sizes and modification times), `exists`, `size`, `delete`, `delete_tree`;
 - `local_file`: the escape hatch for what must be memory-mapped (the index state): a local path to the object,
   through a local cache when the store is remote.
@@ -82,6 +83,16 @@ class Storage:
         """Create an object only if none exists at `path` (else HoodieObjectExistsError); returns its size."""
         with self.open_output(path, create=True) as f:
             return _write_all(f, data)
+
+    def read_version(self, path: str) -> tuple[bytes, str]:
+        """(content, version token) of an object, for a later `put_if`."""
+        raise NotImplementedError
+
+    def put_if(self, path: str, data: bytes, version: str | None) -> str:
+        """Create the object (`version` None: create-if-absent, else HoodieObjectExistsError) or replace it only
+        while its version is still `version` (else HoodieObjectChangedError); returns the new version token.
+        The one primitive of the writer lease."""
+        raise NotImplementedError
 
     @contextlib.contextmanager
     def open_output(self, path: str, create: bool = False) -> Iterator[IO[bytes]]:

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Iterator
 from typing import IO
 
-from ..errors import HoodieObjectExistsError, HoodieObjectNotFoundError, HoodieStorageError
+from ..errors import HoodieObjectChangedError, HoodieObjectExistsError, HoodieObjectNotFoundError, HoodieStorageError
 from .base import FileInfo, Storage
 from .paths import check_relative, join
 
@@ -46,6 +46,10 @@ def _create_temp(tmp: str, directory: str) -> IO[bytes]:
     except FileNotFoundError:
         os.makedirs(directory, exist_ok=True)
         return open(tmp, "w+b")
+
+
+def _token(st: os.stat_result) -> str:
+    return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"
 
 
 def _fsync_dir(directory: str) -> None:
@@ -193,6 +197,40 @@ class LocalStorage(Storage):
             except FileExistsError:
                 raise HoodieObjectExistsError(self.uri_of(path), "already exists; refusing to overwrite it") from None
             os.replace(tmp, target)
+
+    def read_version(self, path):
+        target = self._abs(path)
+        try:
+            with open(target, "rb") as f:
+                return f.read(), _token(os.fstat(f.fileno()))
+        except FileNotFoundError:
+            raise HoodieObjectNotFoundError(self.uri_of(path), "does not exist") from None
+
+    def put_if(self, path, data, version):
+        """Create-if-absent (link), or replace under an exclusive `flock` of the current file after checking that
+        it is still the file of `version` (a replace makes a new inode, so the version token changes)."""
+        import fcntl
+
+        if version is None:
+            self.create(path, data)
+            return _token(os.stat(self._abs(path)))
+        target = self._abs(path)
+        try:
+            fd = os.open(target, os.O_RDONLY)
+        except FileNotFoundError:
+            raise HoodieObjectChangedError(self.uri_of(path), "vanished since it was read; not replaced") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                current = os.stat(target)
+            except FileNotFoundError:
+                current = None
+            if current is None or current.st_ino != os.fstat(fd).st_ino or _token(current) != version:
+                raise HoodieObjectChangedError(self.uri_of(path), "changed since it was read; not replaced")
+            self.write(path, data)
+            return _token(os.stat(target))
+        finally:
+            os.close(fd)
 
     def make_dirs(self, path: str) -> None:
         os.makedirs(self._abs(path), exist_ok=True)

@@ -23,6 +23,13 @@ def cache_root() -> str:
     return os.environ.get(CACHE_DIR_ENV) or os.path.join(tempfile.gettempdir(), "hoodie_stream_cache")
 
 
+def spool_dir() -> str:
+    """Where writes to a remote store spool data files before the upload (inside the cache directory)."""
+    path = os.path.join(cache_root(), "spool")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
 def cached_copy(storage, path: str) -> str:
     """A local file holding the bytes of `storage`'s object at `path` (copied on first use)."""
     path = check_relative(path)
