@@ -11,7 +11,7 @@ from hoodie_stream.bucket_assign.write_tasks import WritePlan
 from hoodie_stream.chain.stages import AssignSpec, BatchContext, WriteSpec
 from hoodie_stream.compaction.operation import CompactionOperation, plan_operations
 from hoodie_stream.format.avro_models import read_container, write_container
-from hoodie_stream.options import CompactionOptions, SinkOptions, options_of, parse_options
+from hoodie_stream.options import CompactionOptions, LockOptions, SinkOptions, options_of, parse_options
 from hoodie_stream.storage import storage_for
 from hoodie_stream.streaming_sink.key_by import KeyBy
 from hoodie_stream.streaming_sink.write_function import StreamWriteFunction
@@ -90,11 +90,11 @@ def test_compaction_operation_is_the_plan_record(record):
 
 def test_every_option_is_declared_once():
     keys = []
-    for cls in (SinkOptions, CompactionOptions):
+    for cls in (SinkOptions, CompactionOptions, LockOptions):
         for f in dataclasses.fields(cls):
             spec = options_of(cls).get(f.name)
             if spec is None:
-                assert f.name in ("raw", "compaction")
+                assert f.name in ("raw", "compaction", "lock")
                 continue
             keys.append(spec.key)
             default = f.default_factory() if f.default is dataclasses.MISSING else f.default

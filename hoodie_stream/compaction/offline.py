@@ -1,35 +1,56 @@
-"""Offline compaction: `python -m hoodie_stream compact --path P [--schedule] [--run] [--clean]`."""
+"""Offline compaction and cleaning: `python -m hoodie_stream compact --path P [--schedule] [--run] [--clean]`.
+
+The run holds the table's writer lease (`format/table_lock.py`) from start to end, as a sink does: it waits up
+to `hoodie.write.lock.wait_time_ms` for a running writer, then fails naming it.
+"""
 
 from ..format.table_config import TableConfig
+from ..format.table_lock import TableLease
 from ..format.timeline import Timeline
 from ..local_spark import local_session_builder
-from ..options import parse_compaction_options
+from ..options import parse_table_service_options
 from ..storage import storage_for
 from . import clean
 from .plan import schedule_compaction
 from .service import recover, run_pending_compactions
 
 
-def compact_table(path, schedule=True, run=True, clean_after=False, options=None, spark=None):
+def compact_table(
+    path, schedule=True, run=True, clean_after=False, options=None, spark=None, storage_options=None
+):
     """Schedule a plan (regardless of the trigger) and/or run pending plans on a local Spark. Yields report lines."""
-    storage = storage_for(path)
+    storage = storage_for(path, storage_options)
+    opts, lock_opts = parse_table_service_options(options)
     TableConfig.load(storage).check_writable()
-    opts = parse_compaction_options(options)
-    reverted = recover(storage)
-    for instant in reverted:
-        yield f"reverted interrupted compaction {instant} to requested"
-    if schedule:
-        instant = schedule_compaction(storage, Timeline(storage), opts, force=True)
-        yield f"scheduled compaction {instant}" if instant else "nothing to compact (no file slice has log files)"
-    if run:
-        own = spark is None
-        if own:
-            spark = local_session_builder("local[*]", "hoodie-stream-compact").getOrCreate()
-        try:
-            for instant in run_pending_compactions(spark, storage, opts):
-                yield f"completed compaction {instant}"
-        finally:
+    with TableLease(storage, lock_opts, query="offline-compaction") as lease:
+        reverted = recover(storage)
+        for instant in reverted:
+            yield f"reverted interrupted compaction {instant} to requested"
+        if schedule:
+            lease.ensure()
+            instant = schedule_compaction(storage, Timeline(storage), opts, force=True)
+            yield f"scheduled compaction {instant}" if instant else "nothing to compact (no file slice has log files)"
+        if run:
+            own = spark is None
             if own:
-                spark.stop()
-    if clean_after:
-        yield f"cleaned {clean.clean(storage, Timeline(storage), opts)} files"
+                spark = local_session_builder("local[*]", "hoodie-stream-compact").getOrCreate()
+            try:
+                for instant in run_pending_compactions(spark, storage, opts, guard=lease.ensure):
+                    yield f"completed compaction {instant}"
+            finally:
+                if own:
+                    spark.stop()
+        if clean_after:
+            lease.ensure()
+            yield f"cleaned {clean.clean(storage, Timeline(storage), opts)} files"
+
+
+def clean_table(path, options=None, storage_options=None):
+    """Run the cleaner once under the writer lease. Returns the number of files removed."""
+    storage = storage_for(path, storage_options)
+    opts, lock_opts = parse_table_service_options(options)
+    TableConfig.load(storage).check_writable()
+    with TableLease(storage, lock_opts, query="offline-clean") as lease:
+        recover(storage)
+        lease.ensure()
+        return clean.clean(storage, Timeline(storage), opts)

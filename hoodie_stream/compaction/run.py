@@ -14,13 +14,14 @@ log = logging.getLogger("hoodie_stream.compaction")
 
 
 def run_compaction(
-    spark, storage, timeline, instant, max_memory_bytes, tasks=None, wave=None, before_wave=None, nice=0
+    spark, storage, timeline, instant, max_memory_bytes, tasks=None, wave=None, before_wave=None, nice=0, guard=None
 ):
     """Execute and commit one planned compaction. Returns the completed instant's write stats.
 
     With `wave`, the operations run as successive Spark jobs of at most `wave` tasks each, `before_wave()` called
     before each job; `nice` lowers the CPU priority of the merging threads. On failure the compaction's files are
-    removed, the plan goes back to requested and the exception propagates (the caller reports it).
+    removed, the plan goes back to requested and the exception propagates (the caller reports it). `guard()` is
+    called before the plan goes inflight and before the commit (the writer lease's check).
     """
     from pyspark.sql import types as T
 
@@ -32,6 +33,8 @@ def run_compaction(
         revert_to_requested(storage, timeline, instant)
     plan = read_plan(timeline, instant)
     ops = plan_operations(plan)
+    if guard is not None:
+        guard()
     timeline.transition_to_inflight(instant, "compaction", b"")
     committed = {i.timestamp for i in timeline.commits_timeline()}
     try:
@@ -53,6 +56,8 @@ def run_compaction(
                 stats.append(WriteStat.from_dict(data))
         else:
             stats = []
+        if guard is not None:
+            guard()
         commit_compaction(storage, timeline, instant, plan, stats)
     except BaseException as exc:
         error = rebuild_task_error(exc)  # an error of a task is raised as itself

@@ -41,8 +41,9 @@ def recover(storage):
     return reverted
 
 
-def run_pending_compactions(spark, storage, opts, limit=None, wave=None, before_wave=None, nice=0):
-    """Execute and commit pending compaction plans, earliest first. Returns the instants completed."""
+def run_pending_compactions(spark, storage, opts, limit=None, wave=None, before_wave=None, nice=0, guard=None):
+    """Execute and commit pending compaction plans, earliest first. Returns the instants completed. `guard()`
+    raises when the writer must not go on (the writer lease was lost)."""
     done = []
     timeline = Timeline(storage)
     for instant in list(pending_plans(timeline)):
@@ -58,6 +59,7 @@ def run_pending_compactions(spark, storage, opts, limit=None, wave=None, before_
             wave=wave,
             before_wave=before_wave,
             nice=nice,
+            guard=guard,
         )
         done.append(instant)
     return done
@@ -66,9 +68,10 @@ def run_pending_compactions(spark, storage, opts, limit=None, wave=None, before_
 class TableServices:
     """Compaction and cleaning for one table, driven by the sink after each committed micro-batch."""
 
-    def __init__(self, storage, opts):
+    def __init__(self, storage, opts, guard=None):
         self.storage = storage_for(storage)
         self.opts = opts
+        self.guard = guard or (lambda: None)  # raises when this writer may no longer change the table
         self._thread = None
         self._lock = threading.Lock()
         self._again = False
@@ -93,13 +96,14 @@ class TableServices:
 
     def after_commit(self, spark):
         opts = self.opts
+        self.guard()
         timeline = Timeline(self.storage)
         if opts.schedule:
             instant = schedule_compaction(self.storage, timeline, opts)
             if instant:
                 log.info("compaction %s scheduled for %s", instant, self.storage.uri)
         if not opts.async_run:
-            self.completed += run_pending_compactions(spark, self.storage, opts)
+            self.completed += run_pending_compactions(spark, self.storage, opts, guard=self.guard)
             clean.clean(self.storage, Timeline(self.storage), opts)
             return
         if not opts.clean_async:
@@ -168,11 +172,13 @@ class TableServices:
                     wave=self._wave_size(self._spark),
                     before_wave=self._before_wave,
                     nice=self.opts.nice,
+                    guard=self.guard,
                 )
                 if done:
                     self.completed += done
                     self._again = True
                 if self.opts.clean_async:
+                    self.guard()
                     clean.clean(self.storage, Timeline(self.storage), self.opts)
             except Exception as exc:  # the plan stays requested; the next micro-batch retries it
                 if self._stop:

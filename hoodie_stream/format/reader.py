@@ -2,7 +2,7 @@
 
 import datetime
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -36,11 +36,13 @@ _FILTER_OPS = {
 
 
 class HoodieTable:
-    """A Hudi table on the local file system, read through the project's own file-system view and merger."""
+    """A Hudi table on any storage, read through the project's own file-system view and merger."""
 
-    def __init__(self, path: str | Storage) -> None:
-        """`path`: the table's base path (a local path or `file://` URI) or a `Storage` rooted at it."""
-        self.storage = storage_for(path)
+    def __init__(self, path: str | Storage, storage_options: Mapping[str, Any] | None = None) -> None:
+        """`path`: the table's base path (a local path, a `file://` URI or an object store URI: `s3://`, `gs://`,
+        `abfss://`...) or a `Storage` rooted at it; `storage_options`: the store's credentials and endpoint
+        (hudi-rs / delta-rs key names), else taken from the environment."""
+        self.storage = storage_for(path, storage_options)
         self.path = self.storage.uri
         self.config = TableConfig.load(self.storage)
         self.timeline = Timeline(self.storage)

@@ -4,8 +4,8 @@ from .fs_view import FileSystemView
 from .reader import HoodieTable
 
 
-def table_summary(path):
-    table = HoodieTable(path)
+def table_summary(path, storage_options=None):
+    table = HoodieTable(path, storage_options)
     cfg = table.config
     lines = [
         f"table {cfg.table_name!r} at {table.path}",

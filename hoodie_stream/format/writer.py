@@ -50,9 +50,9 @@ def table_avro_schema(table_name, arrow_schema):
 class HoodieWriter:
     """Writes instants into one table (single writer)."""
 
-    def __init__(self, path: str | Storage) -> None:
-        """`path`: the table's base path (a local path or `file://` URI) or a `Storage` rooted at it."""
-        self.storage = storage_for(path)
+    def __init__(self, path: str | Storage, storage_options: Mapping[str, Any] | None = None) -> None:
+        """`path`: the table's base path (local path or URI, see `storage_for`) or a `Storage` rooted at it."""
+        self.storage = storage_for(path, storage_options)
         self.path = self.storage.uri
         self.config = TableConfig.load(self.storage)
         self.config.check_writable()
@@ -74,6 +74,7 @@ class HoodieWriter:
         keygen_class: str | None = None,
         payload_class: str | None = None,
         extra: Mapping[str, str] | None = None,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> "HoodieWriter":
         """Create a MERGE_ON_READ table (hoodie.properties and the .hoodie layout) and return its writer."""
         if isinstance(schema, pa.Schema):
@@ -89,7 +90,7 @@ class HoodieWriter:
                 keygen_class = KEYGENS["complex"]
         if payload_class is None:
             payload_class = DEFAULT_PAYLOAD if precombine_field else COMMIT_TIME_PAYLOAD
-        storage = storage_for(path)
+        storage = storage_for(path, storage_options)
         TableConfig.create(
             storage,
             table_name=table_name,

@@ -10,6 +10,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -28,10 +29,12 @@ from ..compaction.service import TableServices
 from ..errors import HoodieConfigError, HoodieError, HoodieTableError
 from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema
 from ..format.merge import merge_mode
+from ..format.table_lock import TableLease
 from ..format.timeline import Timeline
 from ..format.writer import HoodieWriter, table_avro_schema
 from ..options import parse_options
 from ..storage import Storage, storage_for
+from ..storage.options import S3A_PREFIX, s3a_settings
 from . import coordinator
 from .key_by import KeyBy
 from .write_function import RESULT_SCHEMA, StreamWriteFunction
@@ -45,34 +48,67 @@ log = logging.getLogger("hoodie_stream")
 class HoodieStreamSink:
     """A picklable foreachBatch function writing each micro-batch as one Hudi delta commit."""
 
-    def __init__(self, path: str | Storage, options: Mapping[str, Any] | None = None, **shortcuts: Any) -> None:
-        self.storage = storage_for(path)
+    def __init__(
+        self,
+        path: str | Storage,
+        options: Mapping[str, Any] | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        **shortcuts: Any,
+    ) -> None:
+        """`path`: the table's base path or URI (`s3://`, `gs://`, `abfss://`, `file://`, a local path) or a
+        Storage; `options`: Hudi-named write options; `storage_options`: credentials and endpoint of an object
+        store (hudi-rs / delta-rs key names), else the environment, else the Spark session's `fs.s3a` settings."""
+        self.storage = storage_for(path, storage_options, _spark_s3a_settings(path))
         self.path = self.storage.uri
         self.options = parse_options(self.path, options, **shortcuts)
         self.last_result = None
         self._services = None
+        self._lease = None
+        self._listener = None
         self._created = None  # what the table root held before this micro-batch created the table
 
     def __getstate__(self):
         state = dict(self.__dict__)
         state["last_result"] = None
         state["_services"] = None
+        state["_lease"] = None
+        state["_listener"] = None
         return state
+
+    def __repr__(self) -> str:  # no storage option: they hold secrets
+        return f"HoodieStreamSink({self.path!r}, table={self.options.table_name!r})"
 
     @property
     def services(self):
         """The table services (compaction, cleaning) this sink drives on the driver."""
         if self._services is None:
-            self._services = TableServices(self.storage, self.options.compaction)
+            self._services = TableServices(self.storage, self.options.compaction, guard=self._guard)
         return self._services
 
+    @property
+    def lease(self) -> TableLease:
+        """The table's writer lease this sink takes at its first micro-batch and holds until it is closed or its
+        streaming query terminates."""
+        if self._lease is None:
+            self._lease = TableLease(self.storage, self.options.lock)
+        return self._lease
+
+    def _guard(self):
+        if self._lease is not None:
+            self._lease.ensure()
+
     def close(self, wait: bool = True) -> None:
-        """Stop the background compaction thread (waiting for the running step when `wait`)."""
+        """Stop the background compaction thread (waiting for the running step when `wait`) and release the
+        table's writer lease."""
         if self._services is not None:
             self._services.stop(wait)
+            self._services = None
+        if self._lease is not None:
+            self._lease.release()
 
     # -- the micro-batch -----------------------------------------------------------------------------------
     def __call__(self, df: "DataFrame", batch_id: int) -> None:
+        self._take_lease(df.sparkSession)
         with self.services.ingesting():  # async compaction starts no new work while a micro-batch runs
             try:
                 self._write_batch(df, batch_id)
@@ -130,11 +166,24 @@ class HoodieStreamSink:
             self.last_result = coordinator.BatchResult(flushes=flushes)
             return
         try:
+            self.lease.ensure()
             coordinator.commit(txn, stats, identifier, batch_id)
         except BaseException:
             coordinator.abort(txn)
             raise
         self.last_result = coordinator.BatchResult(txn.instant, stats, flushes)
+
+    def _take_lease(self, spark):
+        """Hold the table's lease (one writer at a time) from the first micro-batch until the query ends. A
+        location that holds something other than a Hudi table is refused first: nothing is written there."""
+        if self._lease is None and not _has_properties(self.storage):
+            _refuse_foreign_root(self.storage)
+        query_id = spark.sparkContext.getLocalProperty("sql.streaming.queryId") or ""
+        if self._services is None and self._lease is not None and not self._lease.held:
+            self._lease = None  # closed before: a new lease
+        self.lease.acquire(query_id)
+        if query_id and self._listener is None:
+            self._listener = _release_on_termination(spark, self, query_id)
 
     # -- checks --------------------------------------------------------------------------------------------
     def _check_columns(self, df):
@@ -157,13 +206,9 @@ class HoodieStreamSink:
         o = self.options
         if _half_created(storage):
             log.warning("%s: removing a .hoodie directory whose creation was interrupted", storage.uri_of(".hoodie"))
-            storage.delete_tree(".hoodie")
-        if ".hoodie" not in storage.list_dirs(""):
-            before = _root_entries(storage)
-            if [n for n in before[0] | before[1] if not n.startswith(".")]:
-                raise HoodieTableError(
-                    self.path, "the directory is not empty and is not a Hudi table (no .hoodie/hoodie.properties)"
-                )
+            _delete_table_files(storage, ".hoodie")
+        if not _has_properties(storage):
+            before = _refuse_foreign_root(storage)
             if o.operation == "delete":
                 raise HoodieTableError(self.path, "cannot delete from a table that does not exist yet")
             HoodieWriter.create(
@@ -236,8 +281,8 @@ class HoodieStreamSink:
                 return
             files, dirs = before
             for name in storage.list_dirs(""):
-                if name not in dirs:
-                    storage.delete_tree(name)
+                if name not in dirs or name == ".hoodie":
+                    _delete_table_files(storage, name)
             for info in storage.list(""):
                 if info.path not in files:
                     storage.delete(info.path)
@@ -391,14 +436,94 @@ class HoodieStreamSink:
         return [(r["kind"], r["payload"]) for r in results.collect()]
 
 
+def _spark_s3a_settings(path):
+    """Storage options from the active Spark session's `spark.hadoop.fs.s3a.*` settings, for an s3 location."""
+    if isinstance(path, Storage) or not str(path).lower().startswith(("s3://", "s3a://")):
+        return None
+    try:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+        if spark is None:
+            return None
+        conf = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith(S3A_PREFIX)}
+    except Exception:  # no Spark here, or a session without a SparkContext (Spark Connect)
+        return None
+    return s3a_settings(conf)
+
+
+def _release_on_termination(spark, sink, query_id):
+    """A streaming query listener that closes the sink (releasing its lease) when its query terminates."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class _Listener(StreamingQueryListener):
+        def onQueryStarted(self, event):
+            pass
+
+        def onQueryProgress(self, event):
+            pass
+
+        def onQueryIdle(self, event):
+            pass
+
+        def onQueryTerminated(self, event):
+            if str(event.id) != query_id:
+                return
+
+            def close():
+                try:
+                    sink.close(wait=True)
+                    spark.streams.removeListener(listener)
+                except Exception:
+                    log.warning("%s: closing the sink after its query ended failed", sink.path, exc_info=True)
+                finally:
+                    sink._listener = None
+
+            threading.Thread(target=close, name="hoodie-stream-close", daemon=True).start()
+
+    listener = _Listener()
+    spark.streams.addListener(listener)
+    return listener
+
+
+def _delete_table_files(storage, name):
+    """Delete directory `name` of the table root, keeping the writer lease's object (`.hoodie/.locks`)."""
+    if name != ".hoodie":
+        storage.delete_tree(name)
+        return
+    for info in storage.list(".hoodie", recursive=True):
+        if not info.path.startswith(".hoodie/.locks/"):
+            storage.delete(info.path)
+
+
+def _refuse_foreign_root(storage):
+    """The root's (file names, directory names) when it holds no table yet; HoodieTableError when it holds
+    anything but dot-files (a path inside an existing non-Hudi directory or prefix)."""
+    before = _root_entries(storage)
+    foreign = sorted(n for n in before[0] | before[1] if not n.startswith("."))
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        raise HoodieTableError(
+            storage.uri,
+            f"the location is not empty and is not a Hudi table (no .hoodie/hoodie.properties; it holds {shown}); "
+            "refusing to write there",
+        )
+    return before
+
+
+def _has_properties(storage):
+    return any(storage.exists(f".hoodie/{n}") for n in ("hoodie.properties", "hoodie.properties.backup"))
+
+
 def _half_created(storage):
     """A .hoodie left by a table creation that died before hoodie.properties was written: no properties, no
     instant, no data file anywhere in the table."""
     if ".hoodie" not in storage.list_dirs(""):
         return False
-    if any(storage.exists(f".hoodie/{n}") for n in ("hoodie.properties", "hoodie.properties.backup")):
+    if _has_properties(storage):
         return False
-    if any(not info.name.startswith(".") for info in storage.list(".hoodie")):
+    left = [info for info in storage.list(".hoodie", recursive=True) if not info.path.startswith(".hoodie/.locks/")]
+    if not left or any(not info.name.startswith(".") for info in left if info.path.count("/") == 1):
         return False
     files, dirs = _root_entries(storage)
     return not [n for n in files | dirs if not n.startswith(".")]
