@@ -15,9 +15,7 @@ from .plan import schedule_compaction
 from .service import recover, run_pending_compactions
 
 
-def compact_table(
-    path, schedule=True, run=True, clean_after=False, options=None, spark=None, storage_options=None
-):
+def compact_table(path, schedule=True, run=True, clean_after=False, options=None, spark=None, storage_options=None):
     """Schedule a plan (regardless of the trigger) and/or run pending plans on a local Spark. Yields report lines."""
     storage = storage_for(path, storage_options)
     opts, lock_opts = parse_table_service_options(options)

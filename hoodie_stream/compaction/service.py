@@ -68,10 +68,11 @@ def run_pending_compactions(spark, storage, opts, limit=None, wave=None, before_
 class TableServices:
     """Compaction and cleaning for one table, driven by the sink after each committed micro-batch."""
 
-    def __init__(self, storage, opts, guard=None):
+    def __init__(self, storage, opts, lease=None):
         self.storage = storage_for(storage)
         self.opts = opts
-        self.guard = guard or (lambda: None)  # raises when this writer may no longer change the table
+        self.lease = lease  # the writer lease: each background step holds it; its check runs before commits
+        self.guard = lease.ensure if lease is not None else (lambda: None)
         self._thread = None
         self._lock = threading.Lock()
         self._again = False
@@ -164,22 +165,23 @@ class TableServices:
                     return
                 self._again = False
             try:
-                done = run_pending_compactions(
-                    self._spark,
-                    self.storage,
-                    self.opts,
-                    limit=1,
-                    wave=self._wave_size(self._spark),
-                    before_wave=self._before_wave,
-                    nice=self.opts.nice,
-                    guard=self.guard,
-                )
-                if done:
-                    self.completed += done
-                    self._again = True
-                if self.opts.clean_async:
-                    self.guard()
-                    clean.clean(self.storage, Timeline(self.storage), self.opts)
+                with self.lease.hold() if self.lease is not None else contextlib.nullcontext():
+                    done = run_pending_compactions(
+                        self._spark,
+                        self.storage,
+                        self.opts,
+                        limit=1,
+                        wave=self._wave_size(self._spark),
+                        before_wave=self._before_wave,
+                        nice=self.opts.nice,
+                        guard=self.guard,
+                    )
+                    if done:
+                        self.completed += done
+                        self._again = True
+                    if self.opts.clean_async:
+                        self.guard()
+                        clean.clean(self.storage, Timeline(self.storage), self.opts)
             except Exception as exc:  # the plan stays requested; the next micro-batch retries it
                 if self._stop:
                     log.info("table services of %s stopped during a compaction; its plan stays requested", self.storage)

@@ -15,6 +15,7 @@ same process); one elsewhere only once its lease expired.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -22,6 +23,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,7 +123,9 @@ class TableLease:
     """The lease of one table for one writer (a sink, or an offline compaction/clean run).
 
     `acquire()` waits up to `wait_time_ms` for a lease another writer holds, then raises HoodieLockError naming
-    the holder; `ensure()` before each commit; `release()` when done. A daemon thread renews it while held.
+    the holder; `ensure()` before each commit; `release()` when done. Acquires nest (a micro-batch and the
+    compaction thread of the same sink hold it together): the lease is given back when the last holder releases
+    it. A daemon thread renews it while held.
     """
 
     def __init__(self, storage: Storage, options, query: str = "") -> None:
@@ -136,6 +140,8 @@ class TableLease:
         self._valid_until = 0
         self._lost: str | None = None
         self._lock = threading.Lock()
+        self._holds = 0
+        self._holds_lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -151,11 +157,17 @@ class TableLease:
 
     # -- taking it -------------------------------------------------------------------------------------------
     def acquire(self, query: str | None = None) -> None:
-        if query is not None:
-            self.query = query
-        if self.held:
-            self.ensure()
-            return
+        with self._holds_lock:
+            if self._holds:
+                self.ensure()  # raises when the lease was lost
+                self._holds += 1
+                return
+            if query:
+                self.query = query
+            self._take()
+            self._holds = 1
+
+    def _take(self) -> None:
         deadline = time.monotonic() + self.wait_ms / 1000
         delay = 0.05
         while True:
@@ -248,6 +260,23 @@ class TableLease:
 
     # -- giving it back --------------------------------------------------------------------------------------
     def release(self) -> None:
+        """Give back one hold; the lease itself when it was the last."""
+        with self._holds_lock:
+            if self._holds == 0:
+                return
+            self._holds -= 1
+            if self._holds == 0:
+                self._give_back()
+
+    @contextlib.contextmanager
+    def hold(self, query: str | None = None) -> Iterator[TableLease]:
+        self.acquire(query)
+        try:
+            yield self
+        finally:
+            self.release()
+
+    def _give_back(self) -> None:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)

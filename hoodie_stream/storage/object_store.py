@@ -115,7 +115,9 @@ class ObjectStorage(Storage):
                 parts.append(code.group(1))
             reason = " ".join(parts) + (f" ({message.group(1)})" if message else "")
         else:
-            reason = text.split("\n\nDebug source:", 1)[0].strip().splitlines()[0] if text.strip() else type(exc).__name__
+            reason = (
+                text.split("\n\nDebug source:", 1)[0].strip().splitlines()[0] if text.strip() else type(exc).__name__
+            )
         return redact(f"{reason}", self.options)
 
     def _fail(self, exc, path, op):
@@ -124,7 +126,7 @@ class ObjectStorage(Storage):
         import obstore.exceptions as oe
 
         where = self.uri_of(path)
-        if isinstance(exc, FileNotFoundError) or isinstance(exc, getattr(oe, "NotFoundError", ())):
+        if isinstance(exc, FileNotFoundError):  # obstore raises its NotFoundError as one
             return HoodieObjectNotFoundError(where, "does not exist")
         if isinstance(exc, oe.AlreadyExistsError):
             return HoodieObjectExistsError(where, "already exists; refusing to overwrite it")
@@ -165,7 +167,9 @@ class ObjectStorage(Storage):
         if length <= 0:
             return b""
         try:
-            return bytes(self._call("GET", "read", path, obstore.get_range, self._key(path), start=offset, length=length))
+            return bytes(
+                self._call("GET", "read", path, obstore.get_range, self._key(path), start=offset, length=length)
+            )
         except HoodieStorageError as err:
             if "416" in err.reason or "InvalidRange" in err.reason:  # past the end, as a local file reads
                 return b""
@@ -297,7 +301,7 @@ class ObjectStorage(Storage):
 
         self._key(path)
         with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY, dir=spool_dir()) as spool:
-            yield spool  # type: ignore[misc]
+            yield spool
             spool.flush()
             size = spool.tell()
             spool.seek(0)
@@ -305,9 +309,7 @@ class ObjectStorage(Storage):
                 self._put(path, spool.read(), create=create)
             else:
                 self.requests["PUT"] += 1 + -(-size // MULTIPART_CHUNK)
-                self._call(
-                    "PUT", "write", path, _put_file, self._key(path), spool, chunk_size=MULTIPART_CHUNK
-                )
+                self._call("PUT", "write", path, _put_file, self._key(path), spool, chunk_size=MULTIPART_CHUNK)
 
     def delete(self, path):
         import obstore
@@ -352,4 +354,3 @@ def _joined(data: bytes | bytearray | memoryview | Iterable[bytes]) -> bytes | m
     if isinstance(data, memoryview):
         return data
     return b"".join(data)
-

@@ -58,7 +58,7 @@ RETRY_KEYS = frozenset({"max_retries", "retry_timeout"})
 
 _SECRET_WORDS = re.compile(r"secret|password|token|credential|sas|signature|access_key|account_key|private|key$")
 
-_ENV = {
+_ENV: dict[str, dict[str, tuple[str, ...]]] = {
     "s3": {
         "aws_access_key_id": ("AWS_ACCESS_KEY_ID",),
         "aws_secret_access_key": ("AWS_SECRET_ACCESS_KEY",),

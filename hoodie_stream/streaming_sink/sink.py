@@ -63,7 +63,8 @@ class HoodieStreamSink:
         self.options = parse_options(self.path, options, **shortcuts)
         self.last_result = None
         self._services = None
-        self._lease = None
+        self._lease: TableLease | None = None
+        self._query = ""  # the streaming query this sink holds the lease for
         self._listener = None
         self._created = None  # what the table root held before this micro-batch created the table
 
@@ -72,6 +73,7 @@ class HoodieStreamSink:
         state["last_result"] = None
         state["_services"] = None
         state["_lease"] = None
+        state["_query"] = ""
         state["_listener"] = None
         return state
 
@@ -82,46 +84,44 @@ class HoodieStreamSink:
     def services(self):
         """The table services (compaction, cleaning) this sink drives on the driver."""
         if self._services is None:
-            self._services = TableServices(self.storage, self.options.compaction, guard=self._guard)
+            self._services = TableServices(self.storage, self.options.compaction, lease=self.lease)
         return self._services
 
     @property
     def lease(self) -> TableLease:
-        """The table's writer lease this sink takes at its first micro-batch and holds until it is closed or its
-        streaming query terminates."""
+        """The table's writer lease (see `_hold_for_query`)."""
         if self._lease is None:
             self._lease = TableLease(self.storage, self.options.lock)
         return self._lease
 
-    def _guard(self):
-        if self._lease is not None:
-            self._lease.ensure()
-
     def close(self, wait: bool = True) -> None:
-        """Stop the background compaction thread (waiting for the running step when `wait`) and release the
-        table's writer lease."""
+        """Stop the background compaction thread (waiting for the running step when `wait`) and give back the
+        lease held for the streaming query."""
         if self._services is not None:
             self._services.stop(wait)
             self._services = None
-        if self._lease is not None:
+        if self._query and self._lease is not None:
+            self._query = ""
             self._lease.release()
 
     # -- the micro-batch -----------------------------------------------------------------------------------
     def __call__(self, df: "DataFrame", batch_id: int) -> None:
-        self._take_lease(df.sparkSession)
-        with self.services.ingesting():  # async compaction starts no new work while a micro-batch runs
-            try:
-                self._write_batch(df, batch_id)
-            except BaseException:
-                self._undo_failed_creation()
-                raise
-            finally:
-                self._created = None
-        if self.last_result is not None and self.last_result.instant:
-            try:
-                self.services.after_commit(df.sparkSession)
-            except Exception:  # the batch is committed; a failed table service is retried after the next one
-                log.exception("table services after %s failed", self.last_result.instant)
+        spark = df.sparkSession
+        self._hold_for_query(spark)
+        with self.lease.hold():
+            with self.services.ingesting():  # async compaction starts no new work while a micro-batch runs
+                try:
+                    self._write_batch(df, batch_id)
+                except BaseException:
+                    self._undo_failed_creation()
+                    raise
+                finally:
+                    self._created = None
+            if self.last_result is not None and self.last_result.instant:
+                try:
+                    self.services.after_commit(spark)
+                except Exception:  # the batch is committed; a failed table service is retried after the next one
+                    log.exception("table services after %s failed", self.last_result.instant)
 
     def _write_batch(self, df, batch_id):
         self.last_result = None
@@ -173,16 +173,16 @@ class HoodieStreamSink:
             raise
         self.last_result = coordinator.BatchResult(txn.instant, stats, flushes)
 
-    def _take_lease(self, spark):
-        """Hold the table's lease (one writer at a time) from the first micro-batch until the query ends. A
-        location that holds something other than a Hudi table is refused first: nothing is written there."""
+    def _hold_for_query(self, spark):
+        """The table's lease (one writer at a time): held during each micro-batch and each compaction step, and,
+        inside a streaming query, from its first micro-batch until the query terminates. A location that holds
+        something other than a Hudi table is refused first: nothing is written there."""
         if self._lease is None and not _has_properties(self.storage):
             _refuse_foreign_root(self.storage)
         query_id = spark.sparkContext.getLocalProperty("sql.streaming.queryId") or ""
-        if self._services is None and self._lease is not None and not self._lease.held:
-            self._lease = None  # closed before: a new lease
-        self.lease.acquire(query_id)
-        if query_id and self._listener is None:
+        if query_id and self._query != query_id:
+            self.lease.acquire(query_id)
+            self._query = query_id
             self._listener = _release_on_termination(spark, self, query_id)
 
     # -- checks --------------------------------------------------------------------------------------------
