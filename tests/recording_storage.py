@@ -64,6 +64,12 @@ class RecordingStorage(Storage):
     def open_input(self, path):
         return self._local.open_input(self._at("open_input", path))
 
+    def read_version(self, path):
+        return self._local.read_version(self._at("read_version", path))
+
+    def put_if(self, path, data, version):
+        return self._local.put_if(self._at("put_if", path), data, version)
+
     def exists(self, path):
         return self._local.exists(self._at("exists", path))
 

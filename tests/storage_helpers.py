@@ -12,12 +12,19 @@ def at(path):
     return LocalStorage(os.path.dirname(path)), os.path.basename(path)
 
 
+LOCK_DIR = os.path.join(".hoodie", ".locks")
+
+
 def tree(base):
-    """{relative path: sha1} of every file under a directory (a table, to compare before and after)."""
+    """{relative path: sha1} of every file under a directory (a table, to compare before and after). The writer
+    lease's object (`.hoodie/.locks/`) is left out: each writer renews and releases it; it holds no table data."""
     out = {}
     for root, _dirs, files in os.walk(base):
         for name in files:
             path = os.path.join(root, name)
+            rel = os.path.relpath(path, base)
+            if rel.startswith(LOCK_DIR + os.sep):
+                continue
             with open(path, "rb") as f:
-                out[os.path.relpath(path, base)] = hashlib.sha1(f.read()).hexdigest()
+                out[rel] = hashlib.sha1(f.read()).hexdigest()
     return out

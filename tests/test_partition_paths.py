@@ -181,7 +181,8 @@ SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string()), ("v", pa.string())])
 
 
 def tree(root):
-    """{relative path: (size, mtime_ns)} of every file, None for every directory under root."""
+    """{relative path: (size, mtime_ns)} of every file, None for every directory under root (the writer lease's
+    directory aside)."""
     out = {}
     for dirpath, dirs, files in os.walk(root):
         for name in dirs:
@@ -190,7 +191,8 @@ def tree(root):
             path = os.path.join(dirpath, name)
             st_ = os.lstat(path)
             out[os.path.relpath(path, root)] = (st_.st_size, st_.st_mtime_ns)
-    return out
+    # the writer lease's object is renewed and released by every writer; it holds no table data
+    return {k: v for k, v in out.items() if not k.startswith(os.path.join(".hoodie", ".locks"))}
 
 
 class Outer:

@@ -142,6 +142,7 @@ class TableLease:
         self._lock = threading.Lock()
         self._holds = 0
         self._holds_lock = threading.RLock()
+        self.remove_on_release = False  # set while the location holds nothing but the lease (see release)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -259,14 +260,15 @@ class TableLease:
             self.renew()
 
     # -- giving it back --------------------------------------------------------------------------------------
-    def release(self) -> None:
-        """Give back one hold; the lease itself when it was the last."""
+    def release(self, remove: bool = False) -> None:
+        """Give back one hold; the lease itself when it was the last: marked expired, or, with `remove` (the
+        writer created nothing at the location: it is left as it was), the lock object deleted."""
         with self._holds_lock:
             if self._holds == 0:
                 return
             self._holds -= 1
             if self._holds == 0:
-                self._give_back()
+                self._give_back(remove)
 
     @contextlib.contextmanager
     def hold(self, query: str | None = None) -> Iterator[TableLease]:
@@ -274,9 +276,9 @@ class TableLease:
         try:
             yield self
         finally:
-            self.release()
+            self.release(self.remove_on_release)
 
-    def _give_back(self) -> None:
+    def _give_back(self, remove: bool = False) -> None:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
@@ -285,7 +287,9 @@ class TableLease:
             if holder is None or self._lost is not None:
                 return
             try:
-                self.storage.put_if(LOCK_PATH, _document(True, _now_ms(), holder.owner), self._version)
+                version = self.storage.put_if(LOCK_PATH, _document(True, _now_ms(), holder.owner), self._version)
+                if remove and self.storage.read_version(LOCK_PATH)[1] == version:
+                    self.storage.delete(LOCK_PATH)  # an expired lease: whoever takes it next creates it anew
             except (HoodieObjectChangedError, HoodieObjectNotFoundError):
                 log.warning("%s: the lease was taken over before it was released", self.storage.uri)
             except Exception:  # unreachable store: the lease expires by itself

@@ -11,6 +11,7 @@ The write handles (write_handles.py) can also run elsewhere (Spark tasks) and ha
 """
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -42,9 +43,19 @@ KEYGENS = {
 }
 
 
+def avro_name(table_name):
+    """A table name as Hudi puts it into Avro names (HoodieAvroUtils.sanitizeName): an invalid first character and
+    every character outside [A-Za-z0-9_] become `__` (`e2e-orders` -> `e2e__orders`)."""
+    if not re.match(r"[A-Za-z_]", table_name[:1]):
+        table_name = "__" + table_name[1:]
+    return re.sub(r"[^A-Za-z0-9_]", "__", table_name)
+
+
 def table_avro_schema(table_name, arrow_schema):
-    """The data schema as Hudi records it: `<table>_record` in namespace `hoodie.<table>`, nullable fields."""
-    return arrow_to_avro_schema(arrow_schema, f"{table_name}_record", f"hoodie.{table_name}")
+    """The data schema as Hudi records it: `<table>_record` in namespace `hoodie.<table>` (the table name made a
+    valid Avro name), nullable fields."""
+    name = avro_name(table_name)
+    return arrow_to_avro_schema(arrow_schema, f"{name}_record", f"hoodie.{name}")
 
 
 class HoodieWriter:

@@ -236,12 +236,20 @@ class LocalStorage(Storage):
         os.makedirs(self._abs(path), exist_ok=True)
 
     def delete(self, path):
+        """Delete a file; directories it leaves empty go too (up to the root), as an object store has none."""
         target = self._abs(path)
         try:
             os.remove(target)
         except FileNotFoundError:
             return False
-        _fsync_dir(os.path.dirname(target))
+        directory = os.path.dirname(target)
+        _fsync_dir(directory)
+        while directory != self.root and directory.startswith(self.root + os.sep):
+            try:
+                os.rmdir(directory)  # only an empty directory: a writer's temp file keeps it
+            except OSError:
+                break
+            directory = os.path.dirname(directory)
         return True
 
     def delete_tree(self, path):

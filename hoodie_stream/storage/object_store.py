@@ -348,9 +348,9 @@ def _version(meta) -> str:
     return f"{meta.get('e_tag') or ''}|{meta.get('version') or ''}"
 
 
-def _joined(data: bytes | bytearray | memoryview | Iterable[bytes]) -> bytes | memoryview:
-    if isinstance(data, (bytes, bytearray)):
-        return bytes(data)
-    if isinstance(data, memoryview):
+def _joined(data: bytes | bytearray | memoryview | Iterable[bytes]) -> bytes:
+    if isinstance(data, bytes):
         return data
+    if isinstance(data, (bytearray, memoryview)):  # obstore takes bytes (a memoryview it would iterate)
+        return bytes(data)
     return b"".join(data)

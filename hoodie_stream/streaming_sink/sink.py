@@ -108,6 +108,7 @@ class HoodieStreamSink:
     def __call__(self, df: "DataFrame", batch_id: int) -> None:
         spark = df.sparkSession
         self._hold_for_query(spark)
+        self.lease.remove_on_release = False
         with self.lease.hold():
             with self.services.ingesting():  # async compaction starts no new work while a micro-batch runs
                 try:
@@ -286,6 +287,7 @@ class HoodieStreamSink:
             for info in storage.list(""):
                 if info.path not in files:
                     storage.delete(info.path)
+            self.lease.remove_on_release = True  # nothing of the table is left: the lease object goes too
         except Exception:
             log.exception("%s: could not remove the table the failed micro-batch created", self.path)
             return
@@ -491,9 +493,11 @@ def _delete_table_files(storage, name):
     if name != ".hoodie":
         storage.delete_tree(name)
         return
-    for info in storage.list(".hoodie", recursive=True):
-        if not info.path.startswith(".hoodie/.locks/"):
-            storage.delete(info.path)
+    for name in storage.list_dirs(".hoodie"):
+        if name != ".locks":
+            storage.delete_tree(f".hoodie/{name}")
+    for info in storage.list(".hoodie"):
+        storage.delete(info.path)
 
 
 def _refuse_foreign_root(storage):
