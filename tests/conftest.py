@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from hoodie_stream.local_spark import local_session_builder
+from s3_server import s3_server, s3_table  # noqa: F401  (fixtures: an S3-compatible server on loopback, moto)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 FIXTURES = SHARED / "fixtures"
