@@ -71,8 +71,9 @@ class TableServices:
     def __init__(self, storage, opts, lease=None):
         self.storage = storage_for(storage)
         self.opts = opts
-        self.lease = lease  # the writer lease: each background step holds it; its check runs before commits
-        self.guard = lease.ensure if lease is not None else (lambda: None)
+        self.lease = None
+        self.guard = lambda: None
+        self.use_lease(lease)
         self._thread = None
         self._lock = threading.Lock()
         self._again = False
@@ -85,6 +86,11 @@ class TableServices:
         self._idle.set()
         self._group = f"{POOL}-{uuid.uuid4().hex[:12]}"  # this table's compaction jobs (stop() cancels them)
 
+    def use_lease(self, lease):
+        """The writer lease: each background step holds it; its check runs before plans and commits."""
+        self.lease = lease
+        self.guard = lease.ensure if lease is not None else (lambda: None)
+
     @property
     def started(self):
         return self._recovered
@@ -95,20 +101,24 @@ class TableServices:
             recover(self.storage)
             self._recovered = True
 
+    def _holding(self):
+        """The writer lease held (nested in the sink's hold when it runs after a micro-batch)."""
+        return self.lease.hold() if self.lease is not None else contextlib.nullcontext()
+
     def after_commit(self, spark):
         opts = self.opts
-        self.guard()
-        timeline = Timeline(self.storage)
-        if opts.schedule:
-            instant = schedule_compaction(self.storage, timeline, opts)
-            if instant:
-                log.info("compaction %s scheduled for %s", instant, self.storage.uri)
-        if not opts.async_run:
-            self.completed += run_pending_compactions(spark, self.storage, opts, guard=self.guard)
-            clean.clean(self.storage, Timeline(self.storage), opts)
-            return
-        if not opts.clean_async:
-            clean.clean(self.storage, Timeline(self.storage), opts)
+        with self._holding():
+            timeline = Timeline(self.storage)
+            if opts.schedule:
+                instant = schedule_compaction(self.storage, timeline, opts)
+                if instant:
+                    log.info("compaction %s scheduled for %s", instant, self.storage.uri)
+            if not opts.async_run:
+                self.completed += run_pending_compactions(spark, self.storage, opts, guard=self.guard)
+                clean.clean(self.storage, Timeline(self.storage), opts)
+                return
+            if not opts.clean_async:
+                clean.clean(self.storage, Timeline(self.storage), opts)
         self._spark = spark
         self._kick()
         pending = len(pending_plans(Timeline(self.storage)))
@@ -165,7 +175,7 @@ class TableServices:
                     return
                 self._again = False
             try:
-                with self.lease.hold() if self.lease is not None else contextlib.nullcontext():
+                with self._holding():
                     done = run_pending_compactions(
                         self._spark,
                         self.storage,

@@ -301,3 +301,18 @@ class TableLease:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+_SHARED: dict[tuple[str, str], TableLease] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def query_lease(storage: Storage, options, query: str) -> TableLease:
+    """The lease of a table for one streaming query in this process: every sink of the query writing the table
+    shares it (they are one writer: Spark runs the query's micro-batches one after the other)."""
+    with _SHARED_LOCK:
+        key = (storage.uri, query)
+        lease = _SHARED.get(key)
+        if lease is None:
+            lease = _SHARED[key] = TableLease(storage, options, query)
+        return lease

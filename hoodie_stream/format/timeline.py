@@ -27,11 +27,14 @@ class Timeline:
         self.storage = storage_for(storage)
         self.hoodie_dir = self.storage.uri_of(HOODIE_DIR)
         self.instants = []
-        self.reload()
+        self.reload(must_exist=True)
 
-    def reload(self):
+    def reload(self, must_exist=False):
+        """Read the instants again. `must_exist`: an empty listing without a .hoodie directory is an error (a
+        timeline whose files were all deleted since is just empty: object stores and local deletes keep no empty
+        directory)."""
         names = [f.name for f in self.storage.list(HOODIE_DIR)]
-        if not names and not self.storage.exists(HOODIE_DIR):
+        if must_exist and not names and not self.storage.exists(HOODIE_DIR):
             raise HoodieTimelineError(f"{self.hoodie_dir}: no .hoodie directory") from None
         latest = {}
         for name in names:

@@ -29,7 +29,7 @@ from ..compaction.service import TableServices
 from ..errors import HoodieConfigError, HoodieError, HoodieTableError
 from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema
 from ..format.merge import merge_mode
-from ..format.table_lock import TableLease
+from ..format.table_lock import TableLease, query_lease
 from ..format.timeline import Timeline
 from ..format.writer import HoodieWriter, table_avro_schema
 from ..options import parse_options
@@ -182,7 +182,12 @@ class HoodieStreamSink:
             _refuse_foreign_root(self.storage)
         query_id = spark.sparkContext.getLocalProperty("sql.streaming.queryId") or ""
         if query_id and self._query != query_id:
-            self.lease.acquire(query_id)
+            if self._query:  # the previous query's hold (its termination was not seen)
+                self.close()
+            self._lease = query_lease(self.storage, self.options.lock, query_id)
+            if self._services is not None:
+                self._services.use_lease(self._lease)
+            self._lease.acquire(query_id)
             self._query = query_id
             self._listener = _release_on_termination(spark, self, query_id)
 
