@@ -76,7 +76,7 @@ class RecordingStorage(Storage):
     def size(self, path):
         return self._local.size(self._at("size", path))
 
-    def list(self, path="", recursive=False):
+    def list(self, path="", recursive=False, start_after=None):
         hidden = self._at("list", path)
         out = []
         for info in self._local.list(hidden, recursive):
@@ -84,7 +84,7 @@ class RecordingStorage(Storage):
             if self.prefix:
                 shown = shown[len(self.prefix) + 1 :]
             out.append(type(info)(shown, info.size, info.mtime))
-        return sorted(out, key=lambda f: f.path)
+        return sorted((f for f in out if start_after is None or f.path > start_after), key=lambda f: f.path)
 
     def list_dirs(self, path=""):
         return sorted(d[::-1] for d in self._local.list_dirs(self._at("list_dirs", path)))

@@ -65,8 +65,10 @@ class Storage:
     def size(self, path: str) -> int:
         raise NotImplementedError
 
-    def list(self, path: str = "", recursive: bool = False) -> list[FileInfo]:
-        """Objects directly in directory `path` (or anywhere under it), sorted by path; [] if there are none."""
+    def list(self, path: str = "", recursive: bool = False, start_after: str | None = None) -> list[FileInfo]:
+        """Objects directly in directory `path` (or anywhere under it), sorted by path; [] if there are none.
+        `start_after` (a path relative to the root, like the results'): only objects whose path sorts after it
+        (an object store then lists from there: a timeline is read again from its newest instant on)."""
         raise NotImplementedError
 
     def list_dirs(self, path: str = "") -> builtins.list[str]:  # `list` is the method above

@@ -127,10 +127,12 @@ class LocalStorage(Storage):
         except FileNotFoundError:
             raise HoodieObjectNotFoundError(self.uri_of(path), "does not exist") from None
 
-    def list(self, path="", recursive=False):
+    def list(self, path="", recursive=False, start_after=None):
         path = check_relative(path)
         found: list[FileInfo] = []
         self._scan(path, recursive, found)
+        if start_after is not None:
+            found = [f for f in found if f.path > start_after]
         found.sort(key=lambda f: f.path)
         return found
 

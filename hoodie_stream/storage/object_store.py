@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime
+import io
 import re
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -43,8 +44,38 @@ _MESSAGE = re.compile(r"<Message>([^<]+)</Message>")
 _STATUS = re.compile(r"status code: (\d{3}) ([A-Za-z ]+)")
 
 
+# client options taking a duration: "30s", "500ms", "2m" (humantime, as obstore takes them) or seconds as a number
+DURATION_KEYS = frozenset(
+    {
+        "connect_timeout",
+        "timeout",
+        "read_timeout",
+        "pool_idle_timeout",
+        "http2_keep_alive_interval",
+        "http2_keep_alive_timeout",
+        "retry_timeout",
+    }
+)
+_DURATION = re.compile(r"^\s*(\d+(\.\d+)?)\s*(ns|us|ms|s|sec|secs|m|min|mins|h|hr|hrs|d)?\s*$")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "m": 60, "min": 60, "mins": 60, "h": 3600, "hr": 3600}
+_UNIT_SECONDS.update({"hrs": 3600, "d": 86400})
+
+
+def _duration(key, value):
+    """A duration option as a timedelta; a number without a unit is seconds."""
+    if isinstance(value, datetime.timedelta):
+        return value
+    match = _DURATION.match(str(value))
+    if not match:
+        raise HoodieConfigError(
+            f"storage option {key!r}: {value!r} is not a duration (e.g. '30s', '500ms', '2m', or seconds as a number)"
+        )
+    return datetime.timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS.get(match.group(3) or "s", 1))
+
+
 def _client_settings(options):
-    """(store config, client options, retry config) for obstore from resolved storage options."""
+    """(store config, client options, retry config) for obstore from resolved storage options; malformed
+    durations and retry counts raise HoodieConfigError naming the option."""
     config: dict[str, Any] = {}
     client: dict[str, Any] = {}
     retry: dict[str, Any] = {}
@@ -52,16 +83,54 @@ def _client_settings(options):
         bare = key.split("_", 1)[1] if "_" in key and key.split("_", 1)[0] in ("aws", "google", "azure") else key
         if key in RETRY_KEYS:
             if key == "max_retries":
-                retry[key] = int(value)
+                try:
+                    retry[key] = int(str(value).strip())
+                except ValueError:
+                    raise HoodieConfigError(f"storage option 'max_retries': {value!r} is not a whole number") from None
+                if retry[key] < 0:
+                    raise HoodieConfigError(f"storage option 'max_retries': {value!r} is negative")
             else:
-                retry[key] = datetime.timedelta(seconds=float(value))
+                retry[key] = _duration(key, value)
         elif key in CLIENT_KEYS or (bare in CLIENT_KEYS and bare != key):
-            client[bare] = value
+            client[bare] = _duration(key, value) if bare in DURATION_KEYS else value
         elif key == "aws_endpoint_url":
             config["aws_endpoint"] = value
         else:
             config[key] = value
     return config, client, retry
+
+
+class _RangeReader(io.RawIOBase):
+    """obstore's ReadableFile (range GETs through a buffer) as the raw file pyarrow's PythonFile needs."""
+
+    def __init__(self, reader, on_read):
+        super().__init__()
+        self._reader = reader
+        self._on_read = on_read
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def readinto(self, buffer):
+        data = self._reader.read(len(buffer))
+        n = len(data)
+        memoryview(buffer).cast("B")[:n] = memoryview(data)
+        self._on_read(n)
+        return n
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        return self._reader.seek(offset, whence)
+
+    def tell(self):
+        return self._reader.tell()
+
+    def close(self):
+        if not self.closed:
+            self._reader.close()
+        super().close()
 
 
 class ObjectStorage(Storage):
@@ -95,10 +164,15 @@ class ObjectStorage(Storage):
         if self._store is None:
             from obstore.store import from_url
 
-            config, client, retry = _client_settings(self.options)
+            try:
+                config, client, retry = _client_settings(self.options)
+            except HoodieConfigError as err:
+                raise HoodieConfigError(f"{self.uri}: {err}") from None
             try:
                 self._store = from_url(self.uri, config=config, client_options=client, retry_config=retry or None)
-            except Exception as exc:  # obstore names an unknown key or a malformed URL
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:  # an unknown key or a malformed URL; pyo3 panics are BaseExceptions
                 raise HoodieConfigError(f"{self.uri}: {self._reason(exc)}") from None
         return self._store
 
@@ -126,6 +200,9 @@ class ObjectStorage(Storage):
         import obstore.exceptions as oe
 
         where = self.uri_of(path)
+        text = str(exc)
+        if "NoSuchBucket" in text or "ContainerNotFound" in text or "bucket does not exist" in text.lower():
+            return HoodieStorageError(where, f"{op} failed: the bucket does not exist ({self._reason(exc)})")
         if isinstance(exc, FileNotFoundError):  # obstore raises its NotFoundError as one
             return HoodieObjectNotFoundError(where, "does not exist")
         if isinstance(exc, oe.AlreadyExistsError):
@@ -137,8 +214,6 @@ class ObjectStorage(Storage):
             r"\b(401|403)\b|AccessDenied|InvalidAccessKeyId|SignatureDoesNotMatch", reason
         ):
             return HoodieStorageError(where, f"{op} refused: {reason} (check the credentials in storage_options)")
-        if "NoSuchBucket" in reason or "ContainerNotFound" in reason:
-            return HoodieStorageError(where, f"{op} failed: the bucket does not exist: {reason}")
         return HoodieStorageError(where, f"{op} failed: {reason}")
 
     def _call(self, kind, op, path, fn, *args, **kwargs):
@@ -191,9 +266,16 @@ class ObjectStorage(Storage):
         if size <= WHOLE_READ_MAX:
             data = self._call("GET", "read", path, obstore.get, self._key(path)).bytes()
             return pa.BufferReader(pa.py_buffer(memoryview(data)))
-        self.requests["GET"] += 1
-        reader = obstore.open_reader(self.store, self._key(path), buffer_size=4 << 20)
-        return pa.PythonFile(reader, mode="r")
+        buffer = 4 << 20
+        try:
+            reader = obstore.open_reader(self.store, self._key(path), buffer_size=buffer)
+        except Exception as exc:
+            raise self._fail(exc, path, "read") from None
+
+        def count(n):  # one ranged GET per buffer refill
+            self.requests["GET"] += max(1, -(-n // buffer)) if n else 0
+
+        return pa.PythonFile(io.BufferedReader(_RangeReader(reader, count), buffer_size=1 << 20), mode="r")
 
     def head(self, path):
         import obstore
@@ -217,19 +299,22 @@ class ObjectStorage(Storage):
     def size(self, path):
         return int(self.head(path)["size"])
 
-    def list(self, path="", recursive=False):
+    def list(self, path="", recursive=False, start_after=None):
         import obstore
 
         key = self._key(path)
         prefix = key + "/" if key else ""
         found = []
-        if recursive:
+        if recursive or start_after is not None:  # from an offset: listed without a delimiter, children kept
+            offset = None if start_after is None else self._key(start_after)
             try:
-                for batch in obstore.list(self.store, key or None, chunk_size=1000):
+                for batch in obstore.list(self.store, key or None, offset=offset, chunk_size=1000):
                     found.extend(batch)
             except Exception as exc:
                 raise self._fail(exc, path, "list") from None
             self.requests["LIST"] += max(1, -(-len(found) // 1000))  # one request per page of 1000
+            if not recursive:
+                found = [meta for meta in found if "/" not in meta["path"][len(prefix) :]]
         else:
             listing = self._call("LIST", "list", path, obstore.list_with_delimiter, key or None)
             found = listing["objects"]
