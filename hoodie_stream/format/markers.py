@@ -5,7 +5,7 @@ MERGE (rewritten base file) or APPEND (log file; named after the log file). Time
 (`MARKERS.type` + `MARKERS0..N`, newline-separated marker names) are read too.
 """
 
-from ..errors import HoodieFormatError
+from ..errors import HoodieFormatError, HoodieObjectExistsError
 from ..storage import join, storage_for
 
 IO_TYPES = ("CREATE", "MERGE", "APPEND")
@@ -35,9 +35,13 @@ def parse_marker_name(rel):
 
 def create_marker(storage, instant, data_file, io_type):
     """Create the marker of `data_file` (path relative to the table root, '/'-separated); returns the marker's path
-    relative to the root. Creating an existing marker again (a retried task) is harmless."""
+    relative to the root. Created if absent, never overwritten: a marker that exists already (a retried task)
+    is the same empty marker."""
     path = join(marker_dir(instant), marker_name(data_file, io_type))
-    storage_for(storage).write(path, b"")
+    try:
+        storage_for(storage).create(path, b"")
+    except HoodieObjectExistsError:
+        pass
     return path
 
 
