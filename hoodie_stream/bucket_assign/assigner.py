@@ -26,6 +26,7 @@ from ..chain.stages import AssignSpec, BatchContext
 from ..checkpoints import index_state, key_index
 from ..errors import HoodieUsageError, in_task
 from ..format.runs import run_ends, runs
+from ..storage import LocalStorage, Storage
 from .small_files import owner_task
 
 LOOKUP, LOOKUP_HASH = "__hs_lookup", "__hs_lookup_hash"  # index key of a row and its key_hashes, within a chunk
@@ -81,6 +82,7 @@ class BucketAssigner:
         self.context = context
         self.spec = spec
         self._slots: dict[str, dict] = {}  # partition -> open file groups of this task, consumed across chunks
+        self._index_storage: Storage | None = None  # the index state's storage for this task (ListedIndex)
 
     @in_task
     def __call__(self, batches):
@@ -89,6 +91,7 @@ class BucketAssigner:
         ctx = TaskContext.get()
         task = ctx.partitionId() if ctx is not None else 0
         self._slots = {}
+        self._index_storage = None
         with worker_memory.task(self.context.release_memory):
             # the input arrives sorted by key group: rows are assigned in chunks of whole key groups of about
             # ASSIGN_CHUNK_BYTES, so the task never holds its whole input (a key's rows are always in one chunk)
@@ -122,8 +125,10 @@ class BucketAssigner:
         table, key_hashes = _precombined(table, self.context.ordering_field, self.spec.event_time)
         groups, bounds = runs(table[KEY_GROUP].combine_chunks())
         indexes, deltas = {}, {}
+        if self._index_storage is None and groups:
+            self._index_storage = index_storage(self.context.storage, groups[0])
         for kg in groups:
-            indexes[kg], deltas[kg] = index_state.load_index(self.context.storage, kg, self.spec.committed)
+            indexes[kg], deltas[kg] = index_state.load_index(self._index_storage, kg, self.spec.committed)
         # the index key of every row and its hash, once: for the lookups here and for the index changes (_save)
         lookup = self._lookup_keys(table)
         if isinstance(lookup, pa.ChunkedArray):
@@ -244,7 +249,9 @@ class BucketAssigner:
             start, end = bounds[i], bounds[i + 1]
             delta = state.slice(start, end - start)
             index = indexes[kg].updated(delta, hashes[start:end])
-            index_state.save_state(self.context.storage, kg, self.context.instant, index, delta, deltas[kg])
+            index_state.save_state(
+                self._index_storage or self.context.storage, kg, self.context.instant, index, delta, deltas[kg]
+            )
 
 
 def _routed(table, partition, file_ids, kind):
@@ -254,3 +261,119 @@ def _routed(table, partition, file_ids, kind):
     n = table.num_rows
     table = table.append_column(FILE_ID, file_ids)
     return table.append_column(KIND, pa.array(np.full(n, kind, dtype=np.int8)))
+
+
+# the index state read through ListedIndex: None = on remote storages only (a local directory is listed cheaply)
+LISTED_INDEX: bool | None = None
+
+
+def index_storage(storage, first_key_group):
+    """The storage a bucket-assign task reads and writes its key groups' index state through: on an object store
+    a `ListedIndex` (one listing for the task instead of one per key group), else the table's storage."""
+    listed = LISTED_INDEX if LISTED_INDEX is not None else not isinstance(storage, LocalStorage)
+    return ListedIndex(storage, first_key_group) if listed else storage
+
+
+class ListedIndex(Storage):
+    """The table's storage, with the index state's key-group directories listed once for the whole task.
+
+    A bucket-assign task loads each of its key groups' state (a listing of the key group's directory: its full and
+    delta files) and saves a delta: on an object store that is one LIST request per key group and micro-batch. The
+    task's key groups form one range (the input is sorted by key group), so one recursive listing of the index
+    directory from its first key group on answers them all (a page per 1000 files). A directory this task writes
+    or deletes in is listed again from the store when asked (nothing else writes a key group while its task runs).
+    Everything else goes to the table's storage."""
+
+    def __init__(self, storage, first_key_group):
+        self.inner = storage
+        self.uri = storage.uri
+        self._first = first_key_group
+        self._dirs: dict[str, list] | None = None
+        self._stale: set[str] = set()
+
+    def _listed(self):
+        if self._dirs is None:
+            dirs: dict[str, list] = {}
+            start = index_state.group_dir(self._first)
+            for info in self.inner.list(index_state.INDEX_DIR, recursive=True, start_after=start):
+                directory = info.path.rpartition("/")[0]
+                dirs.setdefault(directory, []).append(info)
+            self._dirs = dirs
+        return self._dirs
+
+    def _covers(self, directory):
+        prefix = index_state.INDEX_DIR + "/"
+        if not directory.startswith(prefix) or "/" in directory[len(prefix) :]:
+            return False
+        return directory >= index_state.group_dir(self._first) and directory not in self._stale
+
+    def _touched(self, path):
+        self._stale.add(path.rpartition("/")[0])
+
+    def list(self, path="", recursive=False, start_after=None):
+        if not recursive and start_after is None and self._covers(path.rstrip("/")):
+            return sorted(self._listed().get(path.rstrip("/"), []), key=lambda f: f.path)
+        return self.inner.list(path, recursive, start_after)
+
+    def list_dirs(self, path=""):
+        return self.inner.list_dirs(path)
+
+    def read(self, path):
+        return self.inner.read(path)
+
+    def read_range(self, path, offset, length):
+        return self.inner.read_range(path, offset, length)
+
+    def open_input(self, path):
+        return self.inner.open_input(path)
+
+    def exists(self, path):
+        return self.inner.exists(path)
+
+    def size(self, path):
+        return self.inner.size(path)
+
+    def write(self, path, data):
+        self._touched(path)
+        return self.inner.write(path, data)
+
+    def create(self, path, data=b""):
+        self._touched(path)
+        return self.inner.create(path, data)
+
+    def read_version(self, path):
+        return self.inner.read_version(path)
+
+    def put_if(self, path, data, version):
+        self._touched(path)
+        return self.inner.put_if(path, data, version)
+
+    def open_output(self, path, create=False):
+        self._touched(path)
+        return self.inner.open_output(path, create)
+
+    def make_dirs(self, path):
+        self.inner.make_dirs(path)
+
+    def delete(self, path):
+        self._touched(path)
+        return self.inner.delete(path)
+
+    def delete_tree(self, path):
+        self._stale.add(path.rstrip("/"))
+        self.inner.delete_tree(path)
+
+    def local_file(self, path):
+        return self.inner.local_file(path)
+
+    def child(self, path):
+        return self.inner.child(path)
+
+    def uri_of(self, path):
+        return self.inner.uri_of(path)
+
+    def relative(self, location):
+        return self.inner.relative(location)
+
+    def __reduce__(self):
+        return (ListedIndex, (self.inner, self._first))

@@ -6,13 +6,28 @@ Visibility follows Java Hudi's file-system view:
   pending compaction has no base file yet, so its logs are read together with the previous slice;
 - file groups replaced by a completed replacecommit are hidden;
 - which log blocks count (completed instants, rollback command blocks) is decided when the slice is read.
+
+On an object store the file listings are cached per table in the process (`_Listings`), as Hudi's incremental
+file-system view sync: a partition is listed the first time a view asks for it, then kept up to date from the
+metadata of the instants completed since: the files a commit, delta commit, replace commit or compaction wrote
+(its write stats, with their sizes), the files a clean or a rollback deleted (and the log files a rollback
+appended to). A completed instant the cache had applied that is no longer on the timeline, a restore, or an
+action it does not know, and the whole cache is listed again. Files of instants still pending are not in the cache
+once it has been synced past them (a listing shows them; the view never makes them visible: base files only of
+completed instants, log blocks filtered when read). Local tables are listed each time (`SHARED`).
 """
 
+import threading
 from dataclasses import dataclass, field
 
-from ..storage import join, storage_for
+from ..errors import HoodieError
+from ..storage import LocalStorage, join, storage_for
 from .file_names import log_sort_key, parse_base_file_name, parse_log_file_name
+from .instant import COMMIT_ACTIONS
 from .timeline import Timeline
+
+# the process-wide listing cache: None = for object stores only, True/False = always/never
+SHARED: bool | None = None
 
 
 @dataclass
@@ -81,13 +96,17 @@ def list_partitions(storage):
 
 def list_file_groups(storage, partition):
     """Every file group of one partition, with all its files (no visibility filtering)."""
+    return file_groups_of(partition, ((info.name, info.size) for info in storage_for(storage).list(partition)))
+
+
+def file_groups_of(partition, files):
+    """The file groups of a partition holding `files` ((name, size) pairs)."""
     groups = {}
-    for info in storage_for(storage).list(partition):
-        name = info.name
+    for name, size in files:
         parsed = parse_base_file_name(name)
         if parsed is not None:
             group = groups.setdefault(parsed.file_id, FileGroup(partition, parsed.file_id))
-            group.sizes[name] = info.size
+            group.sizes[name] = size
             previous = group.base_files.get(parsed.instant)
             # Two base files of one instant: a retried task; Java keeps the one the commit names.
             group.base_files[parsed.instant] = name if previous is None else min(previous, name)
@@ -95,7 +114,7 @@ def list_file_groups(storage, partition):
         parsed = parse_log_file_name(name)
         if parsed is not None and not parsed.is_cdc:
             group = groups.setdefault(parsed.file_id, FileGroup(partition, parsed.file_id))
-            group.sizes[name] = info.size
+            group.sizes[name] = size
             group.log_files.setdefault(parsed.base_instant, []).append(parsed)
     return [groups[k] for k in sorted(groups)]
 
@@ -114,6 +133,15 @@ class FileSystemView:
         }
         self.replaced = self._replaced_file_ids(completed)
         self._partitions = None
+        self._listings = _listings_for(self.storage)
+        self._synced = False
+
+    def _cache(self):
+        """The table's shared listings, brought up to date with this view's timeline (None: not cached)."""
+        if self._listings is not None and not self._synced:
+            self._listings.sync(self.storage, self.timeline)
+            self._synced = True
+        return self._listings
 
     def _replaced_file_ids(self, completed):
         replaced = set()
@@ -127,13 +155,19 @@ class FileSystemView:
 
     def partitions(self):
         if self._partitions is None:
-            self._partitions = list_partitions(self.storage)
+            cache = self._cache()
+            self._partitions = list_partitions(self.storage) if cache is None else cache.partitions(self.storage)
         return self._partitions
 
     def file_groups(self, partition=None):
         parts = self.partitions() if partition is None else [partition]
+        cache = self._cache()
         for p in parts:
-            for group in list_file_groups(self.storage, p):
+            if cache is None:
+                groups = list_file_groups(self.storage, p)
+            else:
+                groups = file_groups_of(p, cache.files(self.storage, p).items())
+            for group in groups:
                 if (p, group.file_id) not in self.replaced:
                     yield group
 
@@ -166,3 +200,119 @@ class FileSystemView:
             if with_base:
                 s = with_base[-1]
                 yield FileSlice(s.partition, s.file_id, s.base_instant, s.base_file, [], s.sizes)
+
+
+# -- the shared listings -------------------------------------------------------------------------------------
+_LISTINGS: dict[str, "_Listings"] = {}
+_LISTINGS_LOCK = threading.Lock()
+
+
+def _listings_for(storage):
+    if SHARED is False or (SHARED is None and isinstance(storage, LocalStorage)):
+        return None
+    with _LISTINGS_LOCK:
+        listings = _LISTINGS.get(storage.uri)
+        if listings is None:
+            listings = _LISTINGS[storage.uri] = _Listings()
+        return listings
+
+
+def invalidate(uri=None):
+    """Forget the cached listings of a table (of every table when `uri` is None): listed again when next asked."""
+    with _LISTINGS_LOCK:
+        for key in [k for k in _LISTINGS if uri is None or k == uri.rstrip("/")]:
+            _LISTINGS[key].reset()
+
+
+def _name(path):
+    return str(path).replace("\\", "/").rpartition("/")[2]
+
+
+class _Listings:
+    """The data files of a table's partitions (name -> size), as listed once and changed since by the completed
+    instants' metadata; `applied` holds the completed instants whose changes are in."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.reset()
+
+    def reset(self):
+        with getattr(self, "lock", threading.RLock()):
+            self.applied: set[tuple[str, str]] | None = None  # None: nothing known
+            self.known: set[str] | None = None  # partitions found by the walk and by commits since
+            self.parts: dict[str, dict[str, int]] = {}  # listed partitions
+
+    def sync(self, storage, timeline):
+        with self.lock:
+            completed = [i for i in timeline.completed()]
+            keys = {(i.timestamp, i.action) for i in completed}
+            if self.applied is None or not self.applied <= keys:
+                self.reset()
+                self.applied = keys  # partitions listed from now on hold what these instants left
+                return
+            for inst in completed:
+                key = (inst.timestamp, inst.action)
+                if key in self.applied:
+                    continue
+                try:
+                    ok = self._apply(timeline, inst)
+                except HoodieError:
+                    ok = False
+                if not ok:
+                    self.reset()
+                    self.applied = keys
+                    return
+                self.applied.add(key)
+
+    def _apply(self, timeline, inst):
+        """Apply one completed instant's file changes; False when it cannot be followed (list again)."""
+        if inst.action in COMMIT_ACTIONS:
+            meta = timeline.read_commit_metadata(inst.timestamp)
+            for partition, stats in meta.partition_to_write_stats.items():
+                for stat in stats:
+                    if not stat.path:
+                        continue
+                    part = stat.partition_path if stat.partition_path is not None else partition
+                    self._add(part or "", _name(stat.path), int(stat.file_size_in_bytes or 0))
+            return True
+        if inst.action in ("clean", "rollback"):
+            meta = timeline.read_avro(inst)
+            records = meta if isinstance(meta, list) else [meta]
+            for record in records:
+                for partition, pm in (record.get("partitionMetadata") or {}).items():
+                    part = pm.get("partitionPath", partition) or ""
+                    files = self.parts.get(part)
+                    if files is None:
+                        continue
+                    for path in pm.get("successDeleteFiles") or []:
+                        files.pop(_name(path), None)
+                    for path, size in (pm.get("rollbackLogFiles") or {}).items():
+                        files[_name(path)] = int(size)
+            return True
+        return inst.action in ("savepoint", "indexing", "schemacommit")  # no data file changes
+
+    def _add(self, partition, name, size):
+        if self.known is not None:
+            self.known.add(partition)
+        files = self.parts.get(partition)
+        if files is not None:
+            files[name] = size
+
+    def partitions(self, storage):
+        with self.lock:
+            if self.known is None:
+                self.known = set(list_partitions(storage))
+            return sorted(p for p in self.known if self.files(storage, p))
+
+    def files(self, storage, partition):
+        with self.lock:
+            files = self.parts.get(partition)
+            if files is None:
+                files = self.parts[partition] = {
+                    info.name: info.size
+                    for info in storage_for(storage).list(partition)
+                    if parse_base_file_name(info.name) or parse_log_file_name(info.name)
+                }
+                if files and self.known is not None:
+                    self.known.add(partition)
+            return files
