@@ -173,3 +173,47 @@ def test_listed_index_loads_what_the_storage_lists(tmp_path):
     index_state._write(listed, f"{index_state.group_dir(9)}/20240101000000003.delta.arrow", change)
     assert listed.list(index_state.group_dir(9)) == storage.list(index_state.group_dir(9))
     assert [f.name for f in listed.list(index_state.group_dir(9))][-1].startswith("20240101000000009")
+
+
+def test_a_table_on_s3_reads_as_the_model_with_every_cache_on(spark, s3_table, monkeypatch):
+    """On an object store the caches are on by default (driver and executors): after writes, inline compactions,
+    cleans and a rolled-back write, the table reads as the model, and the cached timeline and file listings equal
+    fresh ones."""
+    from hoodie_stream import HoodieTable
+    from hoodie_stream.storage import storage_for
+    from stream_model import TableModel, table_rows
+
+    uri, storage_options = s3_table
+    options = dict(
+        OPTIONS,
+        **{
+            "compaction.schedule.enabled": "true",
+            "compaction.delta_commits": "2",
+            "compaction.async.enabled": "false",
+            "clean.retain_commits": "1",
+        },
+    )
+    sink = HoodieStreamSink(uri, options, storage_options=storage_options)
+    model = TableModel()
+    try:
+        for i, events in enumerate(generate_batches(6, seed=11, monotonic=True)):
+            sink(events_df(spark, events), i)
+            model.apply_batch(events)
+            if i == 2:
+                txn = HoodieWriter(uri, storage_options).start()
+                row = {"id": [999], "city": ["x"], "ts": [1], "v": ["x"], "_hoodie_is_deleted": [False]}
+                txn.insert_log_only("city=x", pa.table(row).cast(txn.arrow_schema))
+    finally:
+        sink.close()
+    assert table_rows(HoodieTable(uri, storage_options).read()) == model.rows()
+    storage = storage_for(uri, storage_options)
+    cached = Timeline(storage)
+    assert cached._snapshot is not None
+    with monkeypatch.context() as m:
+        m.setattr(timeline, "SHARED", False)
+        m.setattr(fs_view, "SHARED", False)
+        plain = Timeline(storage)
+        expected = all_slices(FileSystemView(storage, plain))
+    assert cached.instants == plain.instants
+    assert {"commit", "clean", "rollback"} <= {i.action for i in plain.completed()}
+    assert all_slices(FileSystemView(storage, cached)) == expected
