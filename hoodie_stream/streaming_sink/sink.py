@@ -459,6 +459,22 @@ def _spark_s3a_settings(path):
     return s3a_settings(conf)
 
 
+def _query_streams(spark, query_id):
+    """The StreamingQueryManager of the session that started streaming query `query_id`. foreachBatch hands each
+    micro-batch over in a clone of that session (`df.sparkSession`), whose own manager neither lists the query nor
+    hears of its termination; the running queries of every session are registered in their shared state."""
+    try:
+        from pyspark.sql.streaming.query import StreamingQueryManager
+
+        uuid = spark.sparkContext._jvm.java.util.UUID.fromString(query_id)
+        running = spark._jsparkSession.sharedState().activeStreamingQueries().get(uuid)
+        if running is not None:
+            return StreamingQueryManager(running.sparkSession().streams())
+    except Exception:  # Spark Connect (no JVM here), or a Spark without that registry
+        pass
+    return spark.streams
+
+
 def _release_on_termination(spark, sink, query_id):
     """A streaming query listener that closes the sink (releasing its lease) when its query terminates."""
     from pyspark.sql.streaming import StreamingQueryListener
@@ -480,7 +496,7 @@ def _release_on_termination(spark, sink, query_id):
             def close():
                 try:
                     sink.close(wait=True)
-                    spark.streams.removeListener(listener)
+                    streams.removeListener(listener)
                 except Exception:
                     log.warning("%s: closing the sink after its query ended failed", sink.path, exc_info=True)
                 finally:
@@ -489,7 +505,8 @@ def _release_on_termination(spark, sink, query_id):
             threading.Thread(target=close, name="hoodie-stream-close", daemon=True).start()
 
     listener = _Listener()
-    spark.streams.addListener(listener)
+    streams = _query_streams(spark, query_id)  # the clone's manager would never report the termination
+    streams.addListener(listener)
     return listener
 
 
