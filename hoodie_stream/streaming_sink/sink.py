@@ -182,12 +182,18 @@ class HoodieStreamSink:
             _refuse_foreign_root(self.storage)
         query_id = spark.sparkContext.getLocalProperty("sql.streaming.queryId") or ""
         if query_id and self._query != query_id:
-            if self._query:  # the previous query's hold (its termination was not seen)
+            if self._query and not _query_active(spark, self._query):
+                self.close()  # the previous query ended; its termination was not seen yet
+            # while another query of this sink still runs (the same sink passed to a second query), its lease is
+            # held and this acquire is refused naming it, as for any other writer; the sink's state stays the
+            # running query's
+            lease = query_lease(self.storage, self.options.lock, query_id)
+            lease.acquire(query_id)
+            if self._query:  # the previous query ended while this one waited
                 self.close()
-            self._lease = query_lease(self.storage, self.options.lock, query_id)
+            self._lease = lease
             if self._services is not None:
                 self._services.use_lease(self._lease)
-            self._lease.acquire(query_id)
             self._query = query_id
             self._listener = _release_on_termination(spark, self, query_id)
 
@@ -475,6 +481,14 @@ def _query_streams(spark, query_id):
     return spark.streams
 
 
+def _query_active(spark, query_id):
+    """Whether streaming query `query_id` still runs (True when that cannot be told: the lease then decides)."""
+    try:
+        return _query_streams(spark, query_id).get(query_id) is not None
+    except Exception:
+        return True
+
+
 def _release_on_termination(spark, sink, query_id):
     """A streaming query listener that closes the sink (releasing its lease) when its query terminates."""
     from pyspark.sql.streaming import StreamingQueryListener
@@ -495,12 +509,14 @@ def _release_on_termination(spark, sink, query_id):
 
             def close():
                 try:
-                    sink.close(wait=True)
+                    if sink._query == query_id:  # not the hold of a later query the same sink was given to
+                        sink.close(wait=True)
                     streams.removeListener(listener)
                 except Exception:
                     log.warning("%s: closing the sink after its query ended failed", sink.path, exc_info=True)
                 finally:
-                    sink._listener = None
+                    if sink._listener is listener:
+                        sink._listener = None
 
             threading.Thread(target=close, name="hoodie-stream-close", daemon=True).start()
 

@@ -1,0 +1,207 @@
+"""Two writers on one table on the S3 server (tests/s3_server.py): the writer lease (`format/table_lock.py`) lets
+one write at a time. A second streaming query (in another process, or in the same SparkSession: a notebook cell run
+twice, with a new sink or the same one) is refused within `hoodie.write.lock.wait_time_ms`, naming the holder, while
+the first goes on; a writer SIGKILLed mid-batch on another host is taken over once its lease expired, its pending
+instant rolled back before anything new is written; the offline compactor waits for, or is refused by, a running
+sink. Each first query's table is checked against the stream model through hudi-rs and HoodieTable."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from hoodie_stream import HoodieStreamSink
+from hoodie_stream.compaction.offline import compact_table
+from hoodie_stream.errors import HoodieLockError
+from hoodie_stream.format.table_lock import LOCK_PATH, Holder
+from hoodie_stream.storage import storage_for
+from s3_stream_helpers import (
+    FAST_LEASE,
+    assert_only_committed_files,
+    assert_table_is,
+    completed_batches,
+    pending_instants,
+    sink_options,
+    start_query,
+)
+from stream_model import TableModel, generate_batches, table_rows, write_batch_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WAIT_S = int(FAST_LEASE["hoodie.write.lock.wait_time_ms"]) / 1000
+
+
+def lock_document(uri, options):
+    return json.loads(storage_for(uri, options).read(LOCK_PATH))
+
+
+def assert_names_holder(message, query_id, uri):
+    """The refusal names the table, the holder's streaming query, host, process and since when."""
+    assert uri in message, message
+    assert f"streaming query {query_id}" in message, message
+    assert f"on host {socket.gethostname()}" in message and "pid" in message and "since" in message, message
+    assert "hoodie.write.lock.wait_time_ms" in message, message
+
+
+def assert_released(uri, options, query_id, timeout=15):
+    """The lease the query held is given back soon after it stopped (marked expired, no longer renewed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        doc = lock_document(uri, options)
+        assert Holder.parse(doc["owner"]).query == query_id
+        if doc["expired"]:
+            return
+        assert time.monotonic() < deadline, f"the lease of stopped query {query_id} is still held: {doc}"
+        time.sleep(0.1)
+
+
+def refusal_of(query, timeout=60):
+    """(message, seconds) of a query that must fail: its exception text and how long it ran."""
+    from pyspark.errors import StreamingQueryException
+
+    started = time.monotonic()
+    with pytest.raises(StreamingQueryException) as err:
+        query.awaitTermination(timeout)
+    assert not query.isActive
+    return str(err.value), time.monotonic() - started
+
+
+# -- one SparkSession, two queries ------------------------------------------------------------------------------
+@pytest.mark.parametrize("same_sink", [False, True], ids=["new-sink", "same-sink"])
+def test_a_second_query_in_the_same_session_is_refused_and_the_first_goes_on(spark, s3_table, tmp_path, same_sink):
+    """A notebook cell run twice: a second streaming query on the table, through a new sink or the very same sink
+    object, fails on its first micro-batch naming the first query; the first query keeps writing."""
+    uri, storage_options = s3_table
+    batches = generate_batches(3, seed=21, keys_per_batch=12, key_space=30)
+    model = TableModel()
+    first_sink = HoodieStreamSink(uri, sink_options(), storage_options=storage_options)
+    source1, source2 = str(tmp_path / "in1"), str(tmp_path / "in2")
+    write_batch_file(source1, 0, batches[0])
+    first = start_query(spark, first_sink, source1, str(tmp_path / "chk1"))
+    second = None
+    try:
+        first.processAllAvailable()
+        model.apply_batch(batches[0])
+
+        write_batch_file(source2, 0, batches[1])
+        second_sink = (
+            first_sink if same_sink else HoodieStreamSink(uri, sink_options(), storage_options=storage_options)
+        )
+        started = time.monotonic()
+        second = start_query(spark, second_sink, source2, str(tmp_path / "chk2"))
+        message, _ = refusal_of(second)
+        assert time.monotonic() - started >= WAIT_S, "refused before hoodie.write.lock.wait_time_ms"
+        assert_names_holder(message, first.id, uri)
+        assert Holder.parse(lock_document(uri, storage_options)["owner"]).query == first.id
+
+        # the first query goes on
+        write_batch_file(source1, 1, batches[2])
+        first.processAllAvailable()
+        model.apply_batch(batches[2])
+        assert first.isActive and first.exception() is None
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+    assert_released(uri, storage_options, first.id)
+    assert_table_is(uri, storage_options, model.rows(), "after the first query's two batches")
+    committed = completed_batches(uri, storage_options)
+    assert [(ident, batch) for _ts, ident, batch in committed] == [
+        (f"default_single_writer-{first.id}", b) for b in (0, 1)
+    ]
+    assert pending_instants(uri, storage_options) == []
+    assert_only_committed_files(uri, storage_options)
+
+
+# -- the offline compactor while a sink runs ---------------------------------------------------------------------
+def timeline_names(uri, options):
+    return sorted(info.path for info in storage_for(uri, options).list(".hoodie"))
+
+
+@pytest.mark.slow
+def test_the_offline_compactor_is_refused_while_a_sink_holds_the_lease_then_runs_after_it(spark, s3_table, tmp_path):
+    """A sink with async compaction holds the lease for its query: the offline compactor (function and command
+    line) is refused naming the query and writes nothing; one that waits long enough runs once the query stopped,
+    and the table is the model's, read through hudi-rs and HoodieTable (snapshot and read-optimized)."""
+    from hoodie_stream import HoodieTable
+
+    uri, storage_options = s3_table
+    options = sink_options(
+        **{"compaction.schedule.enabled": "true", "compaction.async.enabled": "true", "compaction.delta_commits": "2"}
+    )
+    batches = generate_batches(3, seed=5, keys_per_batch=12, key_space=30, monotonic=True)
+    model = TableModel()
+    source = str(tmp_path / "in")
+    write_batch_file(source, 0, batches[0])
+    query = start_query(
+        spark, HoodieStreamSink(uri, options, storage_options=storage_options), source, str(tmp_path / "chk")
+    )
+    waiting = None
+    try:
+        for i, events in enumerate(batches):
+            if i:
+                write_batch_file(source, i, events)
+            query.processAllAvailable()
+            model.apply_batch(events)
+        deadline = time.monotonic() + 60  # the sink's own async compaction done: the timeline stays still
+        while pending_instants(uri, storage_options) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        before = timeline_names(uri, storage_options)
+        assert any(name.endswith(".commit") for name in before), "the sink's async compaction ran"
+
+        started = time.monotonic()
+        with pytest.raises(HoodieLockError) as err:
+            list(compact_table(uri, options=FAST_LEASE, spark=spark, storage_options=storage_options))
+        assert time.monotonic() - started >= WAIT_S
+        assert_names_holder(str(err.value), query.id, uri)
+
+        cli_options = [f"--storage-option={k}={v}" for k, v in storage_options.items()]
+        cli = subprocess.run(
+            [sys.executable, "-m", "hoodie_stream", "compact", "--path", uri, *cli_options]
+            + ["--option", "hoodie.write.lock.wait_time_ms=1000"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert cli.returncode == 2, cli.stderr
+        assert cli.stderr.startswith("error: ") and cli.stdout == ""
+        assert_names_holder(cli.stderr, query.id, uri)
+        assert storage_options["aws_secret_access_key"] not in cli.stderr
+        assert timeline_names(uri, storage_options) == before, "a refused compactor wrote to the timeline"
+
+        # a compactor that waits long enough runs once the query ended
+        lines: list[str] = []
+        failure: list[BaseException] = []
+
+        def compact():
+            try:
+                waiting_options = dict(FAST_LEASE, **{"hoodie.write.lock.wait_time_ms": "60000"})
+                lines.extend(compact_table(uri, options=waiting_options, spark=spark, storage_options=storage_options))
+            except BaseException as exc:
+                failure.append(exc)
+
+        waiting = threading.Thread(target=compact, name="offline-compactor")
+        waiting.start()
+        time.sleep(2 * WAIT_S)
+        assert waiting.is_alive() and not lines, "the compactor ran while the query held the lease"
+    finally:
+        query.stop()
+        if waiting is not None:
+            waiting.join(120)
+    assert not failure, failure
+    assert lines and lines[-1].startswith("completed compaction"), lines
+    compacted = lines[-1].split()[-1]
+    table = HoodieTable(uri, storage_options=storage_options)
+    assert table.timeline.commits_timeline()[-1].timestamp == compacted
+    assert table.timeline.commits_timeline()[-1].action == "commit"
+    assert_table_is(uri, storage_options, model.rows(), "after offline compaction")
+    read_optimized = table_rows(table.read("read_optimized"))
+    assert read_optimized == model.rows(), "the compacted base files hold every row"
+    assert pending_instants(uri, storage_options) == []
+    assert_only_committed_files(uri, storage_options)
