@@ -51,15 +51,20 @@ def assert_table_is(uri: str, storage_options: dict[str, str], expected: list[di
     assert our_rows(uri, storage_options) == expected, f"{context}: HoodieTable"
 
 
-def completed_batches(uri: str, storage_options: dict[str, str]) -> list[tuple[str, str, int]]:
-    """(instant, writer identifier, batch id) of every completed delta commit, in timeline order."""
+def completed_batches(uri: str, storage_options: dict[str, str]) -> list[tuple[str, dict[str, int]]]:
+    """(instant, {writer identifier: batch id}) of every completed delta commit, in timeline order (a commit
+    carries the checkpoints of the table's earlier writers forward, as Hudi does)."""
     table = HoodieTable(uri, storage_options=storage_options)
     out = []
     for inst in table.timeline.completed(["deltacommit"]):
         entries = json.loads(table.timeline.read_commit_metadata(inst.timestamp).extra_metadata[CHECKPOINT_KEY])
-        ((identifier, batch),) = entries.items()
-        out.append((inst.timestamp, identifier, int(batch)))
+        out.append((inst.timestamp, {k: int(v) for k, v in entries.items()}))
     return out
+
+
+def identifier(query_id: str) -> str:
+    """The writer identifier of a streaming query through a sink with the default checkpoint identifier."""
+    return f"default_single_writer-{query_id}"
 
 
 def assert_only_committed_files(uri: str, storage_options: dict[str, str]) -> None:

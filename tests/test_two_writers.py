@@ -8,6 +8,7 @@ sink. Each first query's table is checked against the stream model through hudi-
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -27,6 +28,7 @@ from s3_stream_helpers import (
     assert_only_committed_files,
     assert_table_is,
     completed_batches,
+    identifier,
     pending_instants,
     sink_options,
     start_query,
@@ -112,9 +114,7 @@ def test_a_second_query_in_the_same_session_is_refused_and_the_first_goes_on(spa
     assert_released(uri, storage_options, first.id)
     assert_table_is(uri, storage_options, model.rows(), "after the first query's two batches")
     committed = completed_batches(uri, storage_options)
-    assert [(ident, batch) for _ts, ident, batch in committed] == [
-        (f"default_single_writer-{first.id}", b) for b in (0, 1)
-    ]
+    assert [entries for _ts, entries in committed] == [{identifier(first.id): b} for b in (0, 1)]
     assert pending_instants(uri, storage_options) == []
     assert_only_committed_files(uri, storage_options)
 
@@ -203,5 +203,160 @@ def test_the_offline_compactor_is_refused_while_a_sink_holds_the_lease_then_runs
     assert_table_is(uri, storage_options, model.rows(), "after offline compaction")
     read_optimized = table_rows(table.read("read_optimized"))
     assert read_optimized == model.rows(), "the compacted base files hold every row"
+    assert pending_instants(uri, storage_options) == []
+    assert_only_committed_files(uri, storage_options)
+
+
+# -- a writer in another process, on another host ----------------------------------------------------------------
+OTHER_HOST = "writer-a.example"
+
+
+def start_child(tmp_path, uri, storage_options, options, source, name):
+    """tests/writer_child.py running a query on the table as a writer on OTHER_HOST; (process, query id)."""
+    spec = {
+        "source": source,
+        "table": uri,
+        "checkpoint": str(tmp_path / f"chk-{name}"),
+        "stop": str(tmp_path / f"stop-{name}"),
+        "options": options,
+        "storage_options": storage_options,
+        "host": OTHER_HOST,
+    }
+    log = open(tmp_path / f"{name}.log", "w+b")
+    env = dict(os.environ, TMPDIR=str(tmp_path), SPARK_LOCAL_DIRS=str(tmp_path), PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "writer_child.py"), json.dumps(spec)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,  # its PySpark workers are killed with it (crash_harness.kill_session)
+    )
+    deadline = time.monotonic() + 120
+    while True:
+        log.seek(0)
+        for line in log.read().decode(errors="replace").splitlines():
+            if line.startswith("started "):
+                return proc, line.split()[1]
+        assert proc.poll() is None, f"writer child exited ({proc.returncode}):\n{child_log(tmp_path, name)}"
+        assert time.monotonic() < deadline, f"writer child did not start:\n{child_log(tmp_path, name)}"
+        time.sleep(0.1)
+
+
+def child_log(tmp_path, name):
+    return "\n".join((tmp_path / f"{name}.log").read_text(errors="replace").splitlines()[-40:])
+
+
+def wait_for(condition, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def writing_instants(storage):
+    """Pending delta commits that have markers: their log files are being written."""
+    names = {info.path.rpartition("/")[2] for info in storage.list(".hoodie")}
+    pending = {n.split(".")[0] for n in names if n.endswith(".deltacommit.inflight")} - {
+        n.split(".")[0] for n in names if n.endswith(".deltacommit")
+    }
+    return sorted(ts for ts in pending if storage.list(f".hoodie/.temp/{ts}", recursive=True))
+
+
+@pytest.mark.slow
+def test_a_query_in_another_process_is_refused_then_takes_over_the_lease_of_a_killed_writer(
+    spark, s3_table, tmp_path, caplog
+):
+    """Writer A (another process, reporting another host) holds the table. A second query here is refused within
+    the wait time naming A's query, host and since when; A's table is its model. A is SIGKILLed in the middle of
+    a micro-batch: its lease is not taken over before it expired (A's host is not this one, so its process cannot
+    be checked), then the new query takes over, rolls A's pending delta commit back before writing, and the
+    table holds A's completed batches and the new query's, nothing of A's last one."""
+    from crash_harness import kill_session, session_members
+
+    uri, storage_options = s3_table
+    storage = storage_for(uri, storage_options)
+    batches = generate_batches(4, seed=8, keys_per_batch=12, key_space=30)
+    source_a, source_b = str(tmp_path / "in-a"), str(tmp_path / "in-b")
+    write_batch_file(source_a, 0, batches[0])
+    child, query_a = start_child(tmp_path, uri, storage_options, sink_options(), source_a, "a")
+    try:
+        wait_for(
+            lambda: storage.exists(".hoodie/hoodie.properties") and len(completed_batches(uri, storage_options)) == 1,
+            120,
+            "A's batch 0",
+        )
+        write_batch_file(source_a, 1, batches[1])
+        wait_for(lambda: len(completed_batches(uri, storage_options)) == 2, 60, "A's batch 1")
+        model = TableModel()
+        for events in batches[:2]:
+            model.apply_batch(events)
+        assert_table_is(uri, storage_options, model.rows(), "A's table after its batches 0 and 1")
+
+        # a second query, here: refused within the wait time, naming A
+        write_batch_file(source_b, 0, batches[3])
+        started = time.monotonic()
+        refused = start_query(
+            spark,
+            HoodieStreamSink(uri, sink_options(), storage_options=storage_options),
+            source_b,
+            str(tmp_path / "chk-b"),
+        )
+        message, _ = refusal_of(refused)
+        assert WAIT_S <= time.monotonic() - started < WAIT_S + 30
+        assert uri in message and f"streaming query {query_a} on host {OTHER_HOST}" in message, message
+        assert "since" in message and "pid" in message, message
+        assert len(completed_batches(uri, storage_options)) == 2 and pending_instants(uri, storage_options) == []
+
+        # A is killed while it writes its batch 2
+        write_batch_file(source_a, 2, batches[2])
+        groups = set()
+
+        def a_is_writing():
+            groups.update(g for _pid, g in session_members(child.pid))
+            assert child.poll() is None, f"writer A exited:\n{child_log(tmp_path, 'a')}"
+            return bool(writing_instants(storage))
+
+        wait_for(a_is_writing, 60, "A writing its batch 2")
+        kill_session(child, groups)
+    finally:
+        if child.poll() is None:
+            kill_session(child, set())
+    killed_at = time.time() * 1000
+    (half_written,) = writing_instants(storage)
+    assert len(completed_batches(uri, storage_options)) == 2, "the kill came after A's batch 2 completed"
+    lock = lock_document(uri, storage_options)
+    assert not lock["expired"] and Holder.parse(lock["owner"]).query == query_a
+    assert_table_is(uri, storage_options, model.rows(), "after A was killed: nothing of its batch 2")
+
+    # the query again (same checkpoint), waiting long enough: it takes over once A's lease expired
+    waiting = sink_options(**{"hoodie.write.lock.wait_time_ms": "30000"})
+    with caplog.at_level(logging.WARNING, logger="hoodie_stream"):
+        query_b = start_query(
+            spark, HoodieStreamSink(uri, waiting, storage_options=storage_options), source_b, str(tmp_path / "chk-b")
+        )
+        try:
+            query_b.processAllAvailable()
+        finally:
+            query_b.stop()
+    assert query_b.id == refused.id
+    committed = completed_batches(uri, storage_options)
+    assert [entries for _ts, entries in committed] == [
+        {identifier(query_a): 0},
+        {identifier(query_a): 1},
+        {identifier(query_a): 1, identifier(query_b.id): 0},
+    ]
+    taken_over = next(r for r in caplog.records if "took over the lease" in r.getMessage())
+    assert f"streaming query {query_a} on host {OTHER_HOST}" in taken_over.getMessage()
+    assert "not renewed before it expired" in taken_over.getMessage()
+    assert taken_over.created * 1000 >= lock["validUntil"] > killed_at, "taken over before A's lease expired"
+
+    # A's half-written instant was rolled back before the new query wrote
+    table_names = [info.path.rpartition("/")[2] for info in storage.list(".hoodie")]
+    rollbacks = sorted(n.split(".")[0] for n in table_names if n.endswith(".rollback"))
+    assert rollbacks and half_written < rollbacks[0] < committed[2][0], (half_written, rollbacks, committed)
+    assert not any(n.startswith(half_written + ".deltacommit") for n in table_names if n.count(".") == 1)
+    model.apply_batch(batches[3])
+    assert_table_is(uri, storage_options, model.rows(), "A's batches 0 and 1, then the new query's")
     assert pending_instants(uri, storage_options) == []
     assert_only_committed_files(uri, storage_options)

@@ -129,10 +129,7 @@ class TableLease:
     """
 
     def __init__(self, storage: Storage, options, query: str = "") -> None:
-        self.storage = storage
-        self.validity_ms = int(options.validity_timeout_secs * 1000)
-        self.renew_s = float(options.renew_interval_secs)
-        self.wait_ms = int(options.wait_time_ms)
+        self.configure(storage, options)
         self.query = query
         self.lease_id = uuid.uuid4().hex[:12]
         self.holder: Holder | None = None
@@ -145,6 +142,13 @@ class TableLease:
         self.remove_on_release = False  # set while the location holds nothing but the lease (see release)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    def configure(self, storage: Storage, options) -> None:
+        """The storage and the lock options (validity, renewal, wait) this lease is taken with."""
+        self.storage = storage
+        self.validity_ms = int(options.validity_timeout_secs * 1000)
+        self.renew_s = float(options.renew_interval_secs)
+        self.wait_ms = int(options.wait_time_ms)
 
     def __getstate__(self):
         raise TypeError("a TableLease stays on the driver that holds it")
@@ -309,10 +313,17 @@ _SHARED_LOCK = threading.Lock()
 
 def query_lease(storage: Storage, options, query: str) -> TableLease:
     """The lease of a table for one streaming query in this process: every sink of the query writing the table
-    shares it (they are one writer: Spark runs the query's micro-batches one after the other)."""
+    shares it (they are one writer: Spark runs the query's micro-batches one after the other). A query restarted
+    in this process (same checkpoint, same query id) gets the same lease, so a lease object its previous run could
+    not give back (the store was unreachable) is recognised as its own; while no run holds it, it takes the
+    storage and lock options of the new run."""
     with _SHARED_LOCK:
         key = (storage.uri, query)
         lease = _SHARED.get(key)
         if lease is None:
             lease = _SHARED[key] = TableLease(storage, options, query)
+        else:
+            with lease._holds_lock:
+                if not lease._holds:
+                    lease.configure(storage, options)
         return lease
