@@ -89,3 +89,12 @@ def pending_instants(uri: str, storage_options: dict[str, str]) -> list[str]:
     names = [info.path.rpartition("/")[2] for info in storage.list(".hoodie")]
     done = {n.split(".")[0] for n in names if n.count(".") == 1 and n.split(".")[0].isdigit()}  # a compaction
     return sorted(n for n in names if n.endswith((".requested", ".inflight")) and n.split(".")[0] not in done)
+
+
+def writing_instants(storage):
+    """Pending delta commits that have markers: their log files are being written."""
+    names = {info.path.rpartition("/")[2] for info in storage.list(".hoodie")}
+    pending = {n.split(".")[0] for n in names if n.endswith(".deltacommit.inflight")} - {
+        n.split(".")[0] for n in names if n.endswith(".deltacommit")
+    }
+    return sorted(ts for ts in pending if storage.list(f".hoodie/.temp/{ts}", recursive=True))

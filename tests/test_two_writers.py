@@ -32,6 +32,7 @@ from s3_stream_helpers import (
     pending_instants,
     sink_options,
     start_query,
+    writing_instants,
 )
 from stream_model import TableModel, generate_batches, table_rows, write_batch_file
 
@@ -252,15 +253,6 @@ def wait_for(condition, timeout, what):
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
-
-
-def writing_instants(storage):
-    """Pending delta commits that have markers: their log files are being written."""
-    names = {info.path.rpartition("/")[2] for info in storage.list(".hoodie")}
-    pending = {n.split(".")[0] for n in names if n.endswith(".deltacommit.inflight")} - {
-        n.split(".")[0] for n in names if n.endswith(".deltacommit")
-    }
-    return sorted(ts for ts in pending if storage.list(f".hoodie/.temp/{ts}", recursive=True))
 
 
 @pytest.mark.slow

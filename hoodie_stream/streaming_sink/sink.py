@@ -157,7 +157,7 @@ class HoodieStreamSink:
             rows = self._run_chain(df, writer, txn, tasks)
             stats, flushes = coordinator.parse_task_results(rows)
         except BaseException as exc:
-            coordinator.abort(txn)
+            _abort(txn)
             mine = coordinator.task_error(exc)
             if mine is not None:
                 raise mine from None
@@ -170,7 +170,7 @@ class HoodieStreamSink:
             self.lease.ensure()
             coordinator.commit(txn, stats, identifier, batch_id)
         except BaseException:
-            coordinator.abort(txn)
+            _abort(txn)
             raise
         self.last_result = coordinator.BatchResult(txn.instant, stats, flushes)
 
@@ -447,6 +447,21 @@ class HoodieStreamSink:
             write_fn, T.StructType([T.StructField(n, T.StringType()) for n in RESULT_SCHEMA.names])
         )
         return [(r["kind"], r["payload"]) for r in results.collect()]
+
+
+def _abort(txn):
+    """Roll a failed micro-batch's instant back. When that fails too (the store is unreachable: the failure that
+    failed the batch, most likely), the instant stays pending, invisible to readers, and is rolled back before
+    the next write; the batch's own error is the one raised, not the rollback's."""
+    try:
+        coordinator.abort(txn)
+    except Exception:
+        log.warning(
+            "%s: rolling back the failed instant %s failed; it stays pending and is rolled back before the next write",
+            txn.storage.uri,
+            txn.instant,
+            exc_info=True,
+        )
 
 
 def _spark_s3a_settings(path):
