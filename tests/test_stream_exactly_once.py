@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import uuid
 
 import pyarrow as pa
 import pytest
@@ -17,11 +18,14 @@ from stream_model import OPTIONS, SCHEMA_DDL, TableModel, generate_batches, tabl
 
 @pytest.fixture
 def query(spark):
-    """Set the streaming query id the sink sees (as Spark does inside a streaming query)."""
+    """Set the streaming query id the sink sees (as Spark does inside a streaming query): a UUID named after `name`,
+    of a query that does not run (as after it stopped)."""
     sc = spark.sparkContext
 
-    def set_id(query_id):
+    def set_id(name):
+        query_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"hoodie-stream-test/{name}"))
         sc.setLocalProperty("sql.streaming.queryId", query_id)
+        return query_id
 
     yield set_id
     sc.setLocalProperty("sql.streaming.queryId", None)
