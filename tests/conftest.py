@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from hoodie_stream.local_spark import local_session_builder
+from locations import Location
 from s3_server import s3_server, s3_table  # noqa: F401  (fixtures: an S3-compatible server on loopback, moto)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -38,6 +39,15 @@ def fixture_table(tmp_path):
         return unzip_table(zip_path, tmp_path / Path(name).stem)
 
     return make
+
+
+@pytest.fixture(params=["local", "s3"])
+def location(request, tmp_path):
+    """A fresh table location (tests/locations.py): on local disk, then on the session's S3 test server."""
+    if request.param == "local":
+        return Location(str(tmp_path / "t"))
+    server = request.getfixturevalue("s3_server")
+    return Location(server.new_table_uri("t"), server.options(), "s3")
 
 
 # Spark settings of every test session, on top of local_session_builder's (UI off, UTC, shuffle partitions = cores)

@@ -16,13 +16,17 @@ META = [
 ]
 
 
-def rs_table(base):
-    return HudiTableBuilder.from_base_uri(str(base)).build()
+def rs_table(base, storage_options=None):
+    builder = HudiTableBuilder.from_base_uri(str(base))
+    if storage_options:
+        builder = builder.with_storage_options(dict(storage_options))
+    return builder.build()
 
 
-def rs_read(base, query_type="snapshot", as_of=None, start=None, end=None):
-    """Read with hudi-rs; returns a pyarrow Table (None schema when it returned no batches)."""
-    table = rs_table(base)
+def rs_read(base, query_type="snapshot", as_of=None, start=None, end=None, storage_options=None):
+    """Read with hudi-rs (a table URI with its storage options, or a local path); returns a pyarrow Table (None
+    schema when it returned no batches)."""
+    table = rs_table(base, storage_options)
     opts = HudiReadOptions()
     if query_type == "incremental":
         opts = opts.with_query_type(HudiQueryType.Incremental)
@@ -41,8 +45,8 @@ def rs_read(base, query_type="snapshot", as_of=None, start=None, end=None):
     return pa.Table.from_batches(batches)
 
 
-def rs_completed_instants(base):
-    tl = rs_table(base).get_timeline()
+def rs_completed_instants(base, storage_options=None):
+    tl = rs_table(base, storage_options).get_timeline()
     inst = tl.get_completed_commits() + tl.get_completed_deltacommits() + tl.get_completed_replacecommits()
     return sorted(i.timestamp for i in inst)
 

@@ -1,20 +1,20 @@
 """End to end: a streaming query (file source) through HoodieStreamSink, checked after every micro-batch against
-the plain-Python model, through hudi-rs and through HoodieTable.read."""
+the plain-Python model, through hudi-rs and through HoodieTable.read; the table on local disk and on the S3 test
+server (hudi-rs reading it from the same endpoint)."""
 
 import json
 
-from hoodie_stream import HoodieStreamSink, HoodieTable
-from oracle import rs_completed_instants, rs_read
+from oracle import rs_completed_instants
 from stream_model import OPTIONS, SCHEMA_DDL, TableModel, generate_batches, table_rows, write_batch_file
 
 N_BATCHES = 22
 
 
-def test_stream_matches_model_after_every_batch(spark, tmp_path):
-    source, base, chk = str(tmp_path / "in"), str(tmp_path / "table"), str(tmp_path / "chk")
+def test_stream_matches_model_after_every_batch(spark, tmp_path, location):
+    source, chk = str(tmp_path / "in"), str(tmp_path / "chk")
     batches = generate_batches(N_BATCHES, seed=11)
     model = TableModel()
-    sink = HoodieStreamSink(base, OPTIONS)
+    sink = location.sink(OPTIONS)
     write_batch_file(source, 0, batches[0])
     stream = spark.readStream.schema(SCHEMA_DDL).option("maxFilesPerTrigger", 1).json(source)
     query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", chk).start()
@@ -25,14 +25,14 @@ def test_stream_matches_model_after_every_batch(spark, tmp_path):
             query.processAllAvailable()
             model.apply_batch(events)
             expected = model.rows()
-            assert table_rows(rs_read(base)) == expected, f"hudi-rs after batch {i}"
-            assert table_rows(HoodieTable(base).read()) == expected, f"HoodieTable after batch {i}"
+            assert table_rows(location.rs_read()) == expected, f"hudi-rs after batch {i}"
+            assert table_rows(location.table().read()) == expected, f"HoodieTable after batch {i}"
     finally:
         query.stop()
-    table = HoodieTable(base)
+    table = location.table()
     instants = table.timeline.commits_timeline()
     assert [i.action for i in instants] == ["deltacommit"] * N_BATCHES
-    assert [i.timestamp for i in instants] == rs_completed_instants(base)
+    assert [i.timestamp for i in instants] == rs_completed_instants(location.uri, location.options)
     batch_ids = []
     for inst in instants:
         extra = table.timeline.read_commit_metadata(inst.timestamp).extra_metadata

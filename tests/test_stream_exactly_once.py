@@ -1,7 +1,6 @@
 """Exactly-once bookkeeping of the sink, driven batch by batch as foreachBatch would call it."""
 
 import os
-import shutil
 import uuid
 
 import pyarrow as pa
@@ -37,67 +36,68 @@ def df_of(spark, events):
     )
 
 
-def test_replayed_batch_is_skipped_and_new_query_is_not(spark, tmp_path, query):
-    base = str(tmp_path / "t")
+def test_replayed_batch_is_skipped_and_new_query_is_not(spark, location, query):
     batches = generate_batches(3, seed=3)
     model = TableModel()
-    sink = HoodieStreamSink(base, OPTIONS)
+    sink = location.sink(OPTIONS)
     query("q-1")
     for i, events in enumerate(batches[:2]):
         sink(df_of(spark, events), i)
         model.apply_batch(events)
     sink(df_of(spark, batches[1]), 1)  # Spark replays batch 1 after a restart: skipped
     assert sink.last_result.skipped
-    assert len(HoodieTable(base).timeline.commits_timeline()) == 2
-    assert table_rows(rs_read(base)) == model.rows()
+    assert len(location.table().timeline.commits_timeline()) == 2
+    assert table_rows(location.rs_read()) == model.rows()
     query("q-2")  # a new checkpoint location starts a new query whose batch ids restart at 0
     sink(df_of(spark, batches[2]), 0)
     model.apply_batch(batches[2])
     assert not sink.last_result.skipped
-    assert table_rows(rs_read(base)) == model.rows()
+    assert table_rows(location.rs_read()) == model.rows()
 
 
-def test_inflight_instant_left_by_a_crash_is_rolled_back(spark, tmp_path, query):
-    base = str(tmp_path / "t")
+def test_inflight_instant_left_by_a_crash_is_rolled_back(spark, location, query):
     batches = generate_batches(2, seed=4)
     model = TableModel()
     query("q")
-    sink = HoodieStreamSink(base, OPTIONS)
+    sink = location.sink(OPTIONS)
     sink(df_of(spark, batches[0]), 0)
     model.apply_batch(batches[0])
     # a crashed writer left an inflight instant with a log file and an index delta behind
-    writer = HoodieWriter(base)
+    storage = location.storage
+    writer = HoodieWriter(storage)
     txn = writer.start()
-    fs = next(iter(FileSystemView(base).latest_slices()))
+    fs = next(iter(FileSystemView(storage).latest_slices()))
     junk = pa.table({"id": [999], "city": ["chennai"], "ts": [10**6], "v": ["junk"], "_hoodie_is_deleted": [False]})
     txn.append_log(fs.partition, fs.file_id, fs.base_instant, junk)
-    index_state.save_state(base, 0, txn.instant, KeyIndex(), index_state.empty_state(), 0)
-    assert table_rows(rs_read(base)) == model.rows()
+    index_state.save_state(storage, 0, txn.instant, KeyIndex(), index_state.empty_state(), 0)
+    delta = f"{index_state.group_dir(0)}/{txn.instant}.delta.arrow"
+    assert location.exists(delta)
+    assert table_rows(location.rs_read()) == model.rows()
     sink(df_of(spark, batches[1]), 1)
     model.apply_batch(batches[1])
-    table = HoodieTable(base)
+    table = location.table()
     assert not [i for i in table.timeline.pending() if i.action == "deltacommit"]
     assert any(i.action == "rollback" for i in table.timeline.completed())
-    assert table_rows(rs_read(base)) == model.rows()
-    assert not os.path.exists(os.path.join(os.path.join(base, index_state.group_dir(0)), txn.instant + ".delta.arrow"))
+    assert table_rows(location.rs_read()) == model.rows()
+    assert not location.exists(delta)
 
 
-def test_lost_index_state_is_rebuilt(spark, tmp_path, query):
-    base = str(tmp_path / "t")
+def test_lost_index_state_is_rebuilt(spark, location, query):
     batches = generate_batches(4, seed=5)
     model = TableModel()
     query("q")
-    sink = HoodieStreamSink(base, OPTIONS)
+    sink = location.sink(OPTIONS)
     for i, events in enumerate(batches[:2]):
         sink(df_of(spark, events), i)
         model.apply_batch(events)
-    shutil.rmtree(os.path.join(base, index_state.INDEX_DIR))
+    location.storage.delete_tree(index_state.INDEX_DIR)
     index_state._CACHE.clear()
     for i, events in enumerate(batches[2:], start=2):
         sink(df_of(spark, events), i)
         model.apply_batch(events)
-    assert index_state.read_latest(base) == HoodieTable(base).timeline.commits_timeline()[-1].timestamp
-    assert table_rows(rs_read(base)) == model.rows()
+    latest = location.table().timeline.commits_timeline()[-1].timestamp
+    assert index_state.read_latest(location.storage) == latest
+    assert table_rows(location.rs_read()) == model.rows()
 
 
 def test_empty_batches_write_nothing(spark, tmp_path, query):
@@ -182,25 +182,25 @@ def test_delete_operation_with_key_columns_only(spark, tmp_path, query):
     assert sorted(r["id"] for r in table_rows(HoodieTable(base).read())) == [0, 2, 3, 5]
 
 
-def test_crash_between_commit_and_index_pointer_keeps_deletes(spark, tmp_path, query):
+def test_crash_between_commit_and_index_pointer_keeps_deletes(spark, location, query):
     """A crash after the commit but before LATEST moves: the next batch still routes a late write of a deleted
     key to the file group holding its delete (LATEST is advanced, or the rebuild keeps deleted keys)."""
-    base = str(tmp_path / "t")
+    storage = location.storage
     query("q")
-    sink = HoodieStreamSink(base, OPTIONS)
+    sink = location.sink(OPTIONS)
     ins = [{"id": i, "city": "a", "ts": 10, "v": "x", "_hoodie_is_deleted": False} for i in range(20)]
     sink(df_of(spark, ins), 0)
-    before_delete = index_state.read_latest(base)
+    before_delete = index_state.read_latest(storage)
     sink(df_of(spark, [dict(r, ts=50, _hoodie_is_deleted=True) for r in ins]), 1)
     late = [dict(r, ts=40, v="late") for r in ins]
     for mode in ("pointer behind", "index lost"):
-        index_state.write_latest(base, before_delete)  # the crash happened before LATEST moved
+        index_state.write_latest(storage, before_delete)  # the crash happened before LATEST moved
         if mode == "index lost":
-            shutil.rmtree(os.path.join(base, index_state.INDEX_DIR))
+            storage.delete_tree(index_state.INDEX_DIR)
             index_state._CACHE.clear()
-        HoodieStreamSink(base, OPTIONS)(df_of(spark, late), 2 if mode == "pointer behind" else 3)
-        assert table_rows(rs_read(base)) == [], mode
-        before_delete = index_state.read_latest(base)
+        location.sink(OPTIONS)(df_of(spark, late), 2 if mode == "pointer behind" else 3)
+        assert table_rows(location.rs_read()) == [], mode
+        before_delete = index_state.read_latest(storage)
 
 
 def test_half_created_table_is_created_again(spark, tmp_path, query):
