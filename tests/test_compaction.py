@@ -1,7 +1,6 @@
 """Compaction (plan -> execute -> commit; async, inline, offline) checked against the model, hudi-rs and Hudi's
 own plan schema."""
 
-import glob
 import io
 import os
 import threading
@@ -20,6 +19,7 @@ from hoodie_stream.format.commit_metadata import CommitMetadata
 from hoodie_stream.format.fs_view import FileSystemView
 from hoodie_stream.format.timeline import Timeline
 from hoodie_stream.options import parse_compaction_options
+from hoodie_stream.storage import Storage, storage_for
 from oracle import assert_same_rows, rs_read
 from stream_model import OPTIONS, SCHEMA_DDL, TableModel, events_df, generate_batches, table_rows, write_batch_file
 
@@ -69,6 +69,7 @@ def with_compaction(**extra):
 
 
 def compaction_commits(base):
+    """Completed compaction instants of a table (a path or a Storage)."""
     tl = Timeline(base)
     return [i.timestamp for i in tl.completed(["commit"]) if tl.read_commit_metadata(i.timestamp).compacted]
 
@@ -83,20 +84,22 @@ def model_as_of(history, instant):
 
 
 def check_plans_parse_with_hudi_schema(base):
-    plans = glob.glob(os.path.join(base, ".hoodie", "*.compaction.requested"))
+    """Every compaction plan of a table (a path or a Storage) parses with Hudi's plan schema; returns how many."""
+    storage = storage_for(base)
+    plans = [info.path for info in storage.list(".hoodie") if info.name.endswith(".compaction.requested")]
     for path in plans:
-        with open(path, "rb") as f:
-            records = list(fastavro.reader(io.BytesIO(f.read()), reader_schema=HUDI_PLAN_SCHEMA))
+        records = list(fastavro.reader(io.BytesIO(storage.read(path)), reader_schema=HUDI_PLAN_SCHEMA))
         assert len(records) == 1 and records[0]["version"] == 2 and records[0]["operations"], path
         for op in records[0]["operations"]:
             assert op["fileId"] and op["deltaFilePaths"] and op["baseInstantTime"]
     return len(plans)
 
 
-def test_streaming_query_with_async_compaction_every_3_commits(spark, tmp_path):
-    source, base, chk = str(tmp_path / "in"), str(tmp_path / "t"), str(tmp_path / "chk")
+def test_streaming_query_with_async_compaction_every_3_commits(spark, tmp_path, location):
+    source, chk = str(tmp_path / "in"), str(tmp_path / "chk")
+    base = location.storage
     batches = generate_batches(15, seed=21, monotonic=True)
-    sink = HoodieStreamSink(base, with_compaction(**{"compaction.delta_commits": "3"}))
+    sink = location.sink(with_compaction(**{"compaction.delta_commits": "3"}))
     model, history = TableModel(), []
     write_batch_file(source, 0, batches[0])
     stream = spark.readStream.schema(SCHEMA_DDL).option("maxFilesPerTrigger", 1).json(source)
@@ -110,17 +113,17 @@ def test_streaming_query_with_async_compaction_every_3_commits(spark, tmp_path):
             model.apply_batch(events)
             last = Timeline(base).completed(["deltacommit"])[-1].timestamp
             history.append((last, model.rows()))
-            assert table_rows(HoodieTable(base).read()) == model.rows(), f"ours after batch {i}"
+            assert table_rows(location.table().read()) == model.rows(), f"ours after batch {i}"
             if i % 4 == 3:  # let the compaction thread catch up, then both readers must agree
                 assert sink.services.wait_idle(120)
             if not pending_plans(Timeline(base)):
                 checked_idle += 1
-                assert table_rows(rs_read(base)) == model.rows(), f"hudi-rs after batch {i}"
+                assert table_rows(location.rs_read()) == model.rows(), f"hudi-rs after batch {i}"
                 done = compaction_commits(base)
                 if done:
                     expected_ro = model_as_of(history, done[-1])
-                    assert table_rows(rs_read(base, "read_optimized")) == expected_ro, f"RO after batch {i}"
-                    assert table_rows(HoodieTable(base).read("read_optimized")) == expected_ro
+                    assert table_rows(location.rs_read("read_optimized")) == expected_ro, f"RO after batch {i}"
+                    assert table_rows(location.table().read("read_optimized")) == expected_ro
     finally:
         query.stop()
         sink.close()
@@ -136,26 +139,25 @@ def test_streaming_query_with_async_compaction_every_3_commits(spark, tmp_path):
         assert all(s.path.endswith(f"_{ts}.parquet") for s in meta.all_write_stats())
 
 
-def test_inline_compaction(spark, tmp_path):
-    base = str(tmp_path / "t")
-    sink = HoodieStreamSink(
-        base, with_compaction(**{"compaction.delta_commits": "2", "compaction.async.enabled": "false"})
-    )
+def test_inline_compaction(spark, location):
+    base = location.storage
+    sink = location.sink(with_compaction(**{"compaction.delta_commits": "2", "compaction.async.enabled": "false"}))
     model, history = TableModel(), []
     for i, events in enumerate(generate_batches(7, seed=22, monotonic=True)):
         sink(events_df(spark, events), i)
         model.apply_batch(events)
         history.append((Timeline(base).completed(["deltacommit"])[-1].timestamp, model.rows()))
         assert not pending_plans(Timeline(base))
-        assert table_rows(rs_read(base)) == model.rows()
+        assert table_rows(location.rs_read()) == model.rows()
         done = compaction_commits(base)
         assert len(done) == (i + 1) // 2
         if done:
-            assert table_rows(rs_read(base, "read_optimized")) == model_as_of(history, done[-1])
+            assert table_rows(location.rs_read("read_optimized")) == model_as_of(history, done[-1])
 
 
-def _setup(spark, base, n=4, seed=23):
-    sink = HoodieStreamSink(base, OPTIONS)  # compaction not scheduled while the table is built
+def _setup(spark, base, n=4, seed=23, storage_options=None):
+    # compaction not scheduled while the table is built
+    sink = HoodieStreamSink(base, OPTIONS, storage_options=storage_options)
     model = TableModel()
     batches = generate_batches(n + 1, seed=seed, monotonic=True)
     for i, events in enumerate(batches[:n]):
@@ -165,15 +167,16 @@ def _setup(spark, base, n=4, seed=23):
     return model, batches[n]
 
 
-def _both_readers(base, model, context):
+def _both_readers(base, model, context, storage_options=None):
+    uri = base.uri if isinstance(base, Storage) else base
     assert table_rows(HoodieTable(base).read()) == model.rows(), context
-    assert table_rows(rs_read(base)) == model.rows(), context
+    assert table_rows(rs_read(uri, storage_options=storage_options)) == model.rows(), context
 
 
 @pytest.mark.parametrize("step", ["plan_written", "mid_execute", "before_commit"])
-def test_crash_during_compaction_then_restart(spark, tmp_path, step):
-    base = str(tmp_path / "t")
-    model, next_batch = _setup(spark, base)
+def test_crash_during_compaction_then_restart(spark, location, step):
+    base = location.storage
+    model, next_batch = _setup(spark, location.uri, storage_options=location.storage_options)
     opts = parse_compaction_options()
     tl = Timeline(base)
     instant = schedule_compaction(base, tl, opts, force=True)
@@ -185,45 +188,43 @@ def test_crash_during_compaction_then_restart(spark, tmp_path, step):
         for n, op in enumerate(ops):
             compact_operation(base, instant, op, committed, opts.max_memory_bytes, f"{n}-1-0")
     # the process died here: readers ignore the unfinished compaction
-    _both_readers(base, model, f"after a crash at {step}")
+    _both_readers(base, model, f"after a crash at {step}", location.options)
     # restart: a new sink (new process) with inline compaction; the next batch runs the pending plan
-    sink = HoodieStreamSink(
-        base, with_compaction(**{"compaction.async.enabled": "false", "compaction.delta_commits": "100"})
-    )
+    sink = location.sink(with_compaction(**{"compaction.async.enabled": "false", "compaction.delta_commits": "100"}))
     sink(events_df(spark, next_batch), 100)
     model.apply_batch(next_batch)
     assert instant in compaction_commits(base)
     assert not pending_plans(Timeline(base))
-    _both_readers(base, model, f"after restart from {step}")
+    _both_readers(base, model, f"after restart from {step}", location.options)
     stats = Timeline(base).read_commit_metadata(instant).all_write_stats()
     assert len(stats) == len(plan["operations"])
     for stat in stats:  # exactly one base file per file group for the compaction instant
-        directory = os.path.join(base, stat.partition_path)
         assert [
-            n for n in os.listdir(directory) if n.startswith(stat.file_id) and n.endswith(f"_{instant}.parquet")
+            n
+            for n in location.names(stat.partition_path)
+            if n.startswith(stat.file_id) and n.endswith(f"_{instant}.parquet")
         ] == [stat.path.rsplit("/", 1)[-1]]
 
 
-def test_failed_compaction_leaves_the_plan_requested(spark, tmp_path):
-    base = str(tmp_path / "t")
-    model, _ = _setup(spark, base, n=3, seed=24)
+def test_failed_compaction_leaves_the_plan_requested(spark, location):
+    base = location.storage
+    model, _ = _setup(spark, location.uri, n=3, seed=24, storage_options=location.storage_options)
     tl = Timeline(base)
     opts = parse_compaction_options()
     instant = schedule_compaction(base, tl, opts, force=True)
     op = pending_plans(tl)[instant]["operations"][0]
-    directory = os.path.join(base, op["partitionPath"])
-    victim = os.path.join(directory, op["deltaFilePaths"][0])
-    saved = open(victim, "rb").read()
-    os.remove(victim)  # an operation cannot read its input: the task fails
+    directory = op["partitionPath"]
+    victim = f"{directory}/{op['deltaFilePaths'][0]}" if directory else op["deltaFilePaths"][0]
+    saved = location.read(victim)
+    location.remove(victim)  # an operation cannot read its input: the task fails
     with pytest.raises(HoodieObjectNotFoundError, match="does not exist"):
         run_compaction(spark, base, tl, instant, opts.max_memory_bytes)
     tl.reload()
     assert tl.get(instant).is_requested
-    assert not [n for n in os.listdir(directory) if n.endswith(f"_{instant}.parquet")]
-    with open(victim, "wb") as f:
-        f.write(saved)
+    assert not [n for n in location.names(directory) if n.endswith(f"_{instant}.parquet")]
+    location.write(victim, saved)
     run_compaction(spark, base, tl, instant, opts.max_memory_bytes)
-    _both_readers(base, model, "after the retried compaction")
+    _both_readers(base, model, "after the retried compaction", location.options)
 
 
 def test_bounded_memory_compaction_merges_in_key_ranges(spark, tmp_path):
