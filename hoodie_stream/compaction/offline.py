@@ -1,9 +1,11 @@
 """Offline compaction and cleaning: `python -m hoodie_stream compact --path P [--schedule] [--run] [--clean]`.
 
 The run holds the table's writer lease (`format/table_lock.py`) from start to end, as a sink does: it waits up
-to `hoodie.write.lock.wait_time_ms` for a running writer, then fails naming it.
+to `hoodie.write.lock.wait_time_ms` for a running writer, then fails naming it. Holding it, it first removes a
+metadata table the table has (`format/metadata_table.py`), as Hudi's writer with hoodie.metadata.enable=false.
 """
 
+from ..format.metadata_table import remove_metadata_table
 from ..format.table_config import TableConfig
 from ..format.table_lock import TableLease
 from ..format.timeline import Timeline
@@ -19,8 +21,10 @@ def compact_table(path, schedule=True, run=True, clean_after=False, options=None
     """Schedule a plan (regardless of the trigger) and/or run pending plans on a local Spark. Yields report lines."""
     storage = storage_for(path, storage_options)
     opts, lock_opts = parse_table_service_options(options)
-    TableConfig.load(storage).check_writable()
+    TableConfig.load(storage)  # a location that holds no table is refused before the lease is taken
     with TableLease(storage, lock_opts, query="offline-compaction") as lease:
+        if remove_metadata_table(storage, guard=lease.ensure):
+            yield "removed the metadata table: hoodie-stream does not maintain one, readers list the table's files"
         reverted = recover(storage)
         for instant in reverted:
             yield f"reverted interrupted compaction {instant} to requested"
@@ -47,8 +51,9 @@ def clean_table(path, options=None, storage_options=None):
     """Run the cleaner once under the writer lease. Returns the number of files removed."""
     storage = storage_for(path, storage_options)
     opts, lock_opts = parse_table_service_options(options)
-    TableConfig.load(storage).check_writable()
+    TableConfig.load(storage)  # a location that holds no table is refused before the lease is taken
     with TableLease(storage, lock_opts, query="offline-clean") as lease:
+        remove_metadata_table(storage, guard=lease.ensure)
         recover(storage)
         lease.ensure()
         return clean.clean(storage, Timeline(storage), opts)

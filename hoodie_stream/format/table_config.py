@@ -1,5 +1,6 @@
-"""hoodie.properties: create, load (with Java's backup fallback), validate."""
+"""hoodie.properties: create, load (with Java's backup fallback), validate, and change by Hudi's backup protocol."""
 
+import logging
 import zlib
 
 from ..errors import (
@@ -11,6 +12,8 @@ from ..errors import (
 )
 from ..storage import storage_for
 from . import java_properties
+
+log = logging.getLogger("hoodie_stream")
 
 HOODIE_DIR = ".hoodie"
 PROPERTIES_FILE = "hoodie.properties"
@@ -27,6 +30,12 @@ REQUIRED_KEYS = (
     "hoodie.table.checksum",
 )
 EMPTY_DIRS = (".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".schema", "archived", ".temp")
+# the metadata table: its directory, the table config keys naming its partitions (ready for readers / being built)
+# and the write config some writers also store in hoodie.properties
+METADATA_TABLE_DIR = f"{HOODIE_DIR}/metadata"
+METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
+METADATA_PARTITIONS_INFLIGHT = "hoodie.table.metadata.partitions.inflight"
+METADATA_ENABLE = "hoodie.metadata.enable"
 
 
 def checksum(props):
@@ -43,6 +52,11 @@ def _read(storage, path):
         return None, "file is missing"
     except (HoodieStorageError, OSError) as e:
         return None, f"cannot be read: {e}"
+    return _parse(data)
+
+
+def _parse(data):
+    """(props, None) for the bytes of a valid properties file, else (None, reason)."""
     try:
         props = java_properties.loads(data.decode("latin-1"))
     except (HoodieFormatError, ValueError) as e:
@@ -88,6 +102,9 @@ class TableConfig:
         props, reason = _read(storage, PROPERTIES_PATH)
         if props is None:
             backup_props, backup_reason = _read(storage, BACKUP_PATH)
+            if backup_props is None and backup_reason == reason == "file is missing":
+                # a change (`delete_properties`) completed between the two reads: the new file is there now
+                backup_props, backup_reason = _read(storage, PROPERTIES_PATH)
             if backup_props is None:
                 if backup_reason != "file is missing":
                     reason = f"{reason}; {BACKUP_FILE}: {backup_reason}"
@@ -173,13 +190,24 @@ class TableConfig:
         return cls(storage, props)
 
     def check_writable(self):
-        """Refuse tables with a metadata table (a stale MDT would mislead Java readers)."""
-        if self.storage.exists(f"{HOODIE_DIR}/metadata"):
-            raise HoodieTableError(self.path, "table has a metadata table (.hoodie/metadata); writing is not supported")
-        if self.props.get("hoodie.table.metadata.partitions", "").strip():
-            raise HoodieTableError(self.path, "hoodie.table.metadata.partitions is set; writing is not supported")
-        if _bool(self.props.get("hoodie.metadata.enable")):
-            raise HoodieTableError(self.path, "hoodie.metadata.enable=true; writing is not supported")
+        """Refuse tables with a metadata table (a stale one would mislead Java readers): the writers that hold the
+        table's lease (the sink, offline compaction and cleaning) remove it first (`metadata_table.py`)."""
+        remedy = "writing needs it removed first, as HoodieStreamSink and offline compaction and cleaning do"
+        if self.storage.exists(METADATA_TABLE_DIR):
+            raise HoodieTableError(self.path, f"table has a metadata table ({METADATA_TABLE_DIR}); {remedy}")
+        if self.props.get(METADATA_PARTITIONS, "").strip():
+            raise HoodieTableError(self.path, f"{METADATA_PARTITIONS} is set; {remedy}")
+        if _bool(self.props.get(METADATA_ENABLE)):
+            raise HoodieTableError(self.path, f"{METADATA_ENABLE}=true; {remedy}")
+
+    @property
+    def metadata_table_keys(self):
+        """The keys of hoodie.properties that declare a metadata table: its partitions, ready or being built
+        (non-empty values), and hoodie.metadata.enable=true."""
+        keys = [k for k in (METADATA_PARTITIONS, METADATA_PARTITIONS_INFLIGHT) if self.props.get(k, "").strip()]
+        if _bool(self.props.get(METADATA_ENABLE)):
+            keys.append(METADATA_ENABLE)
+        return keys
 
     @property
     def table_name(self):
@@ -236,6 +264,67 @@ class TableConfig:
     @property
     def base_file_format(self):
         return self.props.get("hoodie.table.base.file.format", "PARQUET")
+
+
+def _valid_bytes(storage, path):
+    """The bytes of the properties file at `path` when it is there and valid, else None (storage errors raise)."""
+    try:
+        data = storage.read(path)
+    except HoodieObjectNotFoundError:
+        return None
+    return data if _parse(data)[0] is not None else None
+
+
+def recover_properties(storage):
+    """Finish a change of hoodie.properties that was interrupted, as Hudi does before changing it
+    (HoodieTableConfig.recoverIfNeeded): a hoodie.properties that is missing (or invalid) is created again from a
+    valid hoodie.properties.backup (the table as it was before the change), then the backup is deleted. Returns
+    True when there was something to finish."""
+    storage = storage_for(storage)
+    restored = False
+    if _valid_bytes(storage, PROPERTIES_PATH) is None:
+        backup = _valid_bytes(storage, BACKUP_PATH)
+        if backup is None:
+            return False  # nothing to recover from: loading the table says why
+        storage.delete(PROPERTIES_PATH)  # an invalid one (readers read the backup meanwhile)
+        try:
+            storage.create(PROPERTIES_PATH, backup)
+            restored = True
+        except HoodieObjectExistsError:
+            pass  # a change completed meanwhile
+    if storage.delete(BACKUP_PATH) or restored:
+        log.info("%s: finished an interrupted change of hoodie.properties", storage.uri_of(PROPERTIES_PATH))
+        return True
+    return False
+
+
+def delete_properties(storage, keys):
+    """Rewrite hoodie.properties without `keys` by Hudi's protocol for changing table properties
+    (HoodieTableConfig.delete / modify), on a storage without rename: an interrupted change is finished first; the
+    current file is copied to hoodie.properties.backup (created if absent); hoodie.properties is deleted (readers
+    read the backup meanwhile) and created again (create-if-absent: a writer that lost a race fails, it never
+    overwrites) without the keys, its checksum recomputed; it is read back and checked; then the backup is deleted.
+    A crash at any step leaves a readable hoodie.properties or backup, and the next change finishes it. Returns
+    the new properties."""
+    storage = storage_for(storage)
+    path = storage.uri_of(PROPERTIES_PATH)
+    recover_properties(storage)
+    data = storage.read(PROPERTIES_PATH)
+    props, reason = _parse(data)
+    if props is None:
+        raise HoodieTableError(path, f"hoodie.properties {reason}")
+    dropped = set(keys)
+    new = {k: v for k, v in props.items() if k not in dropped}
+    new["hoodie.table.checksum"] = str(checksum(new))
+    storage.create(BACKUP_PATH, data)
+    storage.delete(PROPERTIES_PATH)
+    storage.create(PROPERTIES_PATH, properties_bytes(new, "Updated at " + java_properties.java_instant_string()))
+    written, reason = _read(storage, PROPERTIES_PATH)
+    if written != new:
+        storage.delete(PROPERTIES_PATH)  # readers keep reading the backup; the next change starts from it
+        raise HoodieTableError(path, f"hoodie.properties did not read back as written ({reason or 'other values'})")
+    storage.delete(BACKUP_PATH)
+    return new
 
 
 def properties_bytes(props, comments=None):

@@ -29,6 +29,7 @@ from ..compaction.service import TableServices
 from ..errors import HoodieConfigError, HoodieError, HoodieTableError
 from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema
 from ..format.merge import merge_mode
+from ..format.metadata_table import remove_metadata_table
 from ..format.table_lock import TableLease, query_lease
 from ..format.timeline import Timeline
 from ..format.writer import HoodieWriter, table_avro_schema
@@ -237,6 +238,8 @@ class HoodieStreamSink:
                 extra=_keygen_extra(o.raw),
             )
             self._created = before
+        if not self.services.started:  # first batch of this process: Hudi's writer with hoodie.metadata.enable=false
+            remove_metadata_table(storage, guard=self.lease.ensure)
         writer = HoodieWriter(storage)
         cfg = writer.config
         if not cfg.populate_meta_fields:
