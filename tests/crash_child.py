@@ -1,11 +1,13 @@
 """Child process of the crash test (tests/test_stream_crash.py): runs the streaming query until every input file is
 processed, then exits 0. The parent SIGKILLs it at chosen moments and starts it again from the same checkpoint.
 
-    python tests/crash_child.py SOURCE_DIR TABLE_PATH CHECKPOINT_DIR
+    python tests/crash_child.py SOURCE_DIR TABLE_URI CHECKPOINT_DIR
 
-Nothing here knows about the crashes: no hooks, no pauses; the parent watches the table from outside.
+The table's storage options (a table on the S3 test server) come as JSON in HOODIE_TEST_STORAGE_OPTIONS. Nothing
+here knows about the crashes: no hooks, no pauses; the parent watches the table from outside.
 """
 
+import json
 import os
 import sys
 
@@ -28,8 +30,9 @@ def main(source, base, checkpoint):
     )
     spark.sparkContext.setLogLevel("ERROR")
     stream = spark.readStream.schema(SCHEMA_DDL).option("maxFilesPerTrigger", 1).json(source)
+    storage_options = json.loads(os.environ.get("HOODIE_TEST_STORAGE_OPTIONS") or "{}") or None
     query = (
-        stream.writeStream.foreachBatch(HoodieStreamSink(base, OPTIONS))
+        stream.writeStream.foreachBatch(HoodieStreamSink(base, OPTIONS, storage_options=storage_options))
         .option("checkpointLocation", checkpoint)
         .start()
     )
@@ -44,5 +47,5 @@ def main(source, base, checkpoint):
 
 if __name__ == "__main__":
     if len(sys.argv) != 4:
-        sys.exit("usage: crash_child.py SOURCE_DIR TABLE_PATH CHECKPOINT_DIR")
+        sys.exit("usage: crash_child.py SOURCE_DIR TABLE_URI CHECKPOINT_DIR")
     main(*sys.argv[1:])

@@ -13,6 +13,10 @@ Kill targets of `Harness.run_and_kill` (`Kill.target`):
 - "rollback": a rollback instant is pending;
 - "rebuild":  the index is being rebuilt;
 - "random":   a `delay` after the run's first delta commit appeared.
+The table may be on local disk or on the S3 test server (a `locations.Location`): the parent watches it through the
+project's storage layer (listings and existence checks, polled every few milliseconds locally and every 20 ms on the
+S3 server), the child gets the storage options in its environment (HOODIE_TEST_STORAGE_OPTIONS, JSON), and hudi-rs
+reads the table from the same location.
 Used by tests/test_stream_crash.py; tests/test_compaction_crash.py uses the timeline watch and kill_session.
 """
 
@@ -25,19 +29,19 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from hoodie_stream import HoodieTable
 from hoodie_stream.checkpoints import index_state
 from hoodie_stream.checkpoints.batch_checkpoint import CHECKPOINT_KEY
 from hoodie_stream.format.file_names import parse_base_file_name, parse_log_file_name
 from hoodie_stream.format.log_reader import read_log_file
 from hoodie_stream.storage import storage_for
-from oracle import rs_read
-from storage_helpers import at
+from locations import Location
 from stream_model import OPTIONS, TableModel, table_rows
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHILD = os.path.join(HERE, "crash_child.py")
-POLL = 0.002
+POLL = 0.002  # seconds between looks at a local table
+POLL_REMOTE = 0.02  # ... at a table on the S3 test server (each look is a request or two)
+STORAGE_OPTIONS_ENV = "HOODIE_TEST_STORAGE_OPTIONS"
 RUN_TIMEOUT = 120  # seconds a child may run before it is killed anyway (never expected)
 
 IDENTIFIER = OPTIONS.get("hoodie.datasource.write.streaming.checkpoint.identifier", "default_single_writer")
@@ -49,12 +53,10 @@ INFLIGHT_PHASES = ("inflight_before_write", "index_save", "mid_write")
 
 
 # -- watching the table from outside ---------------------------------------------------------------------------
+# `base`: a table's local path or its Storage
 def timeline_state(base):
     """{(ts, action): 0 requested / 1 inflight / 2 completed} from the names in .hoodie (cheap enough to poll)."""
-    try:
-        names = os.listdir(os.path.join(base, ".hoodie"))
-    except FileNotFoundError:
-        return {}
+    names = [info.name for info in storage_for(base).list(".hoodie")]
     rank = {".requested": 0, ".inflight": 1, "": 2}
     out = {}
     for name in names:
@@ -74,25 +76,17 @@ def completed(state, action):
 
 
 def markers_of(base, ts):
-    root = os.path.join(base, ".hoodie", ".temp", ts)
-    return [os.path.join(d, n) for d, _dirs, files in os.walk(root) for n in files]
+    return [info.path for info in storage_for(base).list(f".hoodie/.temp/{ts}", recursive=True)]
 
 
 def index_files_of(base, ts, suffix=""):
-    """Index state files (finished or .tmp) named after instant `ts`."""
-    root = os.path.join(base, index_state.INDEX_DIR)
-    found = []
-    try:
-        groups = os.listdir(root)
-    except FileNotFoundError:
-        return found
-    for group in groups:
-        try:
-            names = os.listdir(os.path.join(root, group))
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        found += [f"{group}/{n}" for n in names if n.startswith(ts + suffix)]
-    return found
+    """Index state files (finished or .tmp) named after instant `ts`, as `<key group>/<name>`."""
+    prefix = index_state.INDEX_DIR + "/"
+    return [
+        info.path[len(prefix) :]
+        for info in storage_for(base).list(index_state.INDEX_DIR, recursive=True)
+        if info.name.startswith(ts + suffix) and info.path.count("/") == prefix.count("/") + 1
+    ]
 
 
 def spark_batches(chk, kind):
@@ -188,9 +182,11 @@ class Kill:
 
 
 class Harness:
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, location=None):
         self.source = str(tmp_path / "in")
-        self.base = str(tmp_path / "table")
+        self.loc = location or Location(str(tmp_path / "table"))
+        self.base = self.loc.storage  # watched through the storage layer
+        self.poll = POLL if self.loc.kind == "local" else POLL_REMOTE
         self.chk = str(tmp_path / "chk")
         self.logs = tmp_path / "logs"
         self.logs.mkdir()
@@ -201,9 +197,10 @@ class Harness:
     def start(self):
         self.runs += 1
         env = dict(os.environ, TMPDIR=str(self.tmp), SPARK_LOCAL_DIRS=str(self.tmp), PYTHONUNBUFFERED="1")
+        env[STORAGE_OPTIONS_ENV] = json.dumps(self.loc.options)
         with open(self.logs / f"run-{self.runs:02d}.log", "wb") as log:
             return subprocess.Popen(
-                [sys.executable, CHILD, self.source, self.base, self.chk],
+                [sys.executable, CHILD, self.source, self.loc.uri, self.chk],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -229,7 +226,7 @@ class Harness:
         """Start the child and kill it when `kill.target` is reached. False when the child finished first."""
         before = timeline_state(self.base)
         latest_before = (completed(before, "deltacommit") or [None])[-1]
-        hoodie = os.path.join(self.base, ".hoodie")
+        storage = self.base
         proc = self.start()
         seen = []  # delta commits this run started, in order
         groups, next_scan = set(), 0.0
@@ -260,13 +257,13 @@ class Harness:
                     fire = any(ts in completed(state, "deltacommit") for ts in targets)
                     ready = [ts for ts in writing if markers_of(self.base, ts)]
                     if ready and not fire:  # the writes are under way: spin until the commit file appears
-                        done = os.path.join(hoodie, f"{ready[0]}.deltacommit")
-                        spins = 0
-                        while not os.path.exists(done) and time.monotonic() - started < RUN_TIMEOUT:
+                        done = f".hoodie/{ready[0]}.deltacommit"
+                        spins, check_every = 0, 20000 if self.loc.kind == "local" else 20
+                        while not storage.exists(done) and time.monotonic() - started < RUN_TIMEOUT:
                             spins += 1
-                            if spins % 20000 == 0 and proc.poll() is not None:
+                            if spins % check_every == 0 and proc.poll() is not None:
                                 break
-                        fire = os.path.exists(done)
+                        fire = storage.exists(done)
                 elif kill.target == "rollback":
                     # a rollback can be quicker than the poll: then the delta commit after it is the fallback
                     fire = any((ts, "rollback") not in before for ts in pending(state, "rollback")) or bool(seen)
@@ -283,15 +280,16 @@ class Harness:
                     kill.detail["timeout"] = not fire
                     kill.detail["seconds"] = round(time.monotonic() - started, 2)
                     return True
-                time.sleep(POLL)
+                time.sleep(self.poll)
         except BaseException:
             if proc.poll() is None:
                 kill_session(proc, groups)
             raise
 
 
-def classify(base, chk, kill):
-    """Which phase the kill really hit, from the table and checkpoint it left behind."""
+def classify(loc, chk, kill):
+    """Which phase the kill really hit, from the table (a Location) and checkpoint it left behind."""
+    base = loc.storage
     state = timeline_state(base)
     d = kill.detail
     d["spark_offsets"] = (spark_batches(chk, "offsets") or [None])[-1]
@@ -316,11 +314,11 @@ def classify(base, chk, kill):
     done = completed(state, "deltacommit")
     if not done:
         return "before_first_instant"
-    table = HoodieTable(base)
+    table = loc.table()
     latest = table.timeline.completed(["deltacommit"])[-1].timestamp
     extra = table.timeline.read_commit_metadata(latest).extra_metadata
     hudi_batch = int(next(iter(json.loads(extra[CHECKPOINT_KEY]).values())))
-    d["index_latest_stale"] = index_state.read_latest(storage_for(base)) != latest
+    d["index_latest_stale"] = index_state.read_latest(base) != latest
     if d["spark_commits"] is None or hudi_batch > d["spark_commits"]:
         return "after_hudi_commit"
     if d["index_latest_stale"] and index_files_of(base, latest, ".full.arrow"):
@@ -330,11 +328,11 @@ def classify(base, chk, kill):
 
 
 # -- checks ------------------------------------------------------------------------------------------------------
-def committed_batches(base, chk):
+def committed_batches(loc, chk):
     """Batch ids of the completed delta commits, in timeline order (all of this query's)."""
-    if not os.path.exists(os.path.join(base, ".hoodie", "hoodie.properties")):
+    if not loc.exists(".hoodie/hoodie.properties"):
         return []
-    table = HoodieTable(base)
+    table = loc.table()
     identifier = f"{IDENTIFIER}-{query_id(chk)}"
     ids = []
     for inst in table.timeline.completed(["deltacommit"]):
@@ -352,18 +350,18 @@ def model_after(batches, files, k):
     return model
 
 
-def check_readers(base, chk, batches, context):
+def check_readers(loc, chk, batches, context):
     """The completed delta commits hold Spark batches 0..k-1 once each, those batches hold input files 0..m-1 once
     each, and both readers see exactly the model after those batches. Returns k."""
-    ids = committed_batches(base, chk)
+    ids = committed_batches(loc, chk)
     assert ids == list(range(len(ids))), f"{context}: batch ids of the completed delta commits: {ids}"
     files = spark_batch_files(chk)
     read = [i for b in ids for i in files[b]]
     assert read == list(range(len(read))) and all(files[b] for b in ids), f"{context}: Spark's batches {files}"
     if ids:
         want, upto = model_after(batches, files, len(ids)).rows(), f"after batches 0..{len(ids) - 1}"
-        assert_rows(table_rows(rs_read(base)), want, f"{context}: hudi-rs {upto}")
-        assert_rows(table_rows(HoodieTable(base).read()), want, f"{context}: HoodieTable {upto}")
+        assert_rows(table_rows(loc.rs_read()), want, f"{context}: hudi-rs {upto}")
+        assert_rows(table_rows(loc.table().read()), want, f"{context}: HoodieTable {upto}")
     return len(ids)
 
 
@@ -385,40 +383,37 @@ def assert_rows(got, want, context):
     )
 
 
-def check_files(base):
-    """Every data file on disk was written by a completed delta commit that lists it; returns the leftover temp
-    files (names starting with '_' or '.', which readers skip)."""
-    table = HoodieTable(base)
+def check_files(loc):
+    """Every data file in the table was written by a completed delta commit that lists it; returns the leftover
+    temp files (names starting with '_' or '.', which readers skip)."""
+    table = loc.table()
     done = {i.timestamp for i in table.timeline.commits_timeline()}
     listed = {stat.path for ts in done for stat in table.timeline.read_commit_metadata(ts).all_write_stats()}
     leftovers = []
-    for root, dirs, files in os.walk(base):
-        rel_root = os.path.relpath(root, base).replace(os.sep, "/")
-        if rel_root == ".hoodie" or rel_root.startswith(".hoodie/"):
-            dirs[:] = []
+    for info in loc.storage.list("", recursive=True):
+        rel, name = info.path, info.name
+        if rel.startswith(".hoodie/"):
             continue
-        for name in files:
-            rel = name if rel_root == "." else f"{rel_root}/{name}"
-            if parse_log_file_name(name) is not None:
-                instants = {b.instant_time for b in read_log_file(*at(os.path.join(root, name)))}
-                assert instants <= done, f"{rel}: blocks of instants {sorted(instants - done)} that never completed"
-                assert rel in listed, f"{rel}: no completed commit lists this log file"
-            elif parse_base_file_name(name) is not None:
-                assert parse_base_file_name(name).instant in done and rel in listed, f"{rel}: uncommitted base file"
-            elif name != ".hoodie_partition_metadata":
-                leftovers.append(rel)
+        if parse_log_file_name(name) is not None:
+            instants = {b.instant_time for b in read_log_file(loc.storage, rel)}
+            assert instants <= done, f"{rel}: blocks of instants {sorted(instants - done)} that never completed"
+            assert rel in listed, f"{rel}: no completed commit lists this log file"
+        elif parse_base_file_name(name) is not None:
+            assert parse_base_file_name(name).instant in done and rel in listed, f"{rel}: uncommitted base file"
+        elif name != ".hoodie_partition_metadata":
+            leftovers.append(rel)
     return leftovers
 
 
-def check_index(base):
+def check_index(loc):
     """The index state is current and maps every live record to the file group holding it."""
-    table = HoodieTable(base)
+    table = loc.table()
     committed = {i.timestamp for i in table.timeline.commits_timeline()}
-    storage = storage_for(base)
+    storage = loc.storage
     assert index_state.read_latest(storage) == table.timeline.completed(["deltacommit"])[-1].timestamp
     index_state._CACHE.clear()
     mapping = {}
-    for group in os.listdir(os.path.join(base, index_state.INDEX_DIR)):
+    for group in storage.list_dirs(index_state.INDEX_DIR):
         if group.isdigit():
             state = index_state.load_index(storage, int(group), committed)[0].to_table()
             for key, part, fid in zip(*(state[c].to_pylist() for c in ("key", "partition", "file_id"))):

@@ -43,8 +43,6 @@ from crash_harness import (
     spark_batch_files,
     spark_batches,
 )
-from hoodie_stream import HoodieTable
-from oracle import rs_read
 from stream_model import TableModel, generate_batches, table_rows, write_batch_file
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]  # child processes run Spark; ~1-2 minutes
@@ -88,16 +86,16 @@ def make_schedule(rng):
 
 
 # -- the test ----------------------------------------------------------------------------------------------------
-def test_sigkill_at_random_moments_then_restart_from_the_checkpoint(tmp_path):
+def test_sigkill_at_random_moments_then_restart_from_the_checkpoint(tmp_path, location):
     rng = random.Random(SEED)
     batches = crash_batches(N_BATCHES, SEED % 997)
     for i, events in enumerate(batches):
         write_batch_file(str(tmp_path / "in"), i, events)
-    h = Harness(tmp_path)
+    h = Harness(tmp_path, location)
     kills = []
     started = time.monotonic()
     for target, skip, delay in make_schedule(rng):
-        committed = committed_batches(h.base, h.chk) if os.path.exists(h.chk) else []
+        committed = committed_batches(location, h.chk) if os.path.exists(h.chk) else []
         files = spark_batch_files(h.chk) if committed else {}
         remaining = N_BATCHES - sum(len(files[b]) for b in committed)  # input files not yet committed
         assert remaining >= 1, f"every input file committed before the kills ran out: {kills}"
@@ -110,14 +108,14 @@ def test_sigkill_at_random_moments_then_restart_from_the_checkpoint(tmp_path):
             target = "inflight"  # nothing left to roll back or rebuild
         kill = Kill(h.runs + 1, target, min(skip, max(0, remaining - 2)), round(delay, 2))
         assert h.run_and_kill(kill), f"the child finished every batch before {kill}"
-        kill.phase = classify(h.base, h.chk, kill)
+        kill.phase = classify(location, h.chk, kill)
         kills.append(kill)
         print(
             f"kill {len(kills):2d} run {kill.run:2d} {kill.target:8s} skip {kill.skip} delay {kill.delay:4.2f} "
             f"-> {kill.phase:22s} {kill.detail}",
             flush=True,
         )
-        check_readers(h.base, h.chk, batches, f"after kill {len(kills)} ({kill.phase})")
+        check_readers(location, h.chk, batches, f"after kill {len(kills)} ({kill.phase})")
 
     h.run_to_end(FINAL_TIMEOUT)
     elapsed = time.monotonic() - started
@@ -131,16 +129,16 @@ def test_sigkill_at_random_moments_then_restart_from_the_checkpoint(tmp_path):
     files = spark_batch_files(h.chk)
     assert [i for b in sorted(files) for i in files[b]] == list(range(N_BATCHES)), files
     assert spark_batches(h.chk, "commits") == sorted(files) == list(range(len(files)))
-    assert check_readers(h.base, h.chk, batches, "after the final run") == len(files)
+    assert check_readers(location, h.chk, batches, "after the final run") == len(files)
     model = model_after(batches, files, len(files))
-    assert_rows(table_rows(rs_read(h.base)), model.rows(), "hudi-rs, final")
-    assert_rows(table_rows(HoodieTable(h.base).read()), model.rows(), "HoodieTable, final")
-    table = HoodieTable(h.base)
+    assert_rows(table_rows(location.rs_read()), model.rows(), "hudi-rs, final")
+    assert_rows(table_rows(location.table().read()), model.rows(), "HoodieTable, final")
+    table = location.table()
     left = [i for i in table.timeline.pending() if i.action != "compaction"]  # a compaction plan may wait
     assert left == [], f"pending instants left: {left}"
     rolled_back = [i for i in table.timeline.completed(["rollback"])]
-    leftovers = check_files(h.base)
-    check_index(h.base)
+    leftovers = check_files(location)
+    check_index(location)
     merged = {b: f for b, f in files.items() if len(f) > 1}
     print(
         f"{len(rolled_back)} rollbacks; batches Spark merged from several files: {merged}; "
