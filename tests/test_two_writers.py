@@ -352,3 +352,93 @@ def test_a_query_in_another_process_is_refused_then_takes_over_the_lease_of_a_ki
     assert_table_is(uri, storage_options, model.rows(), "A's batches 0 and 1, then the new query's")
     assert pending_instants(uri, storage_options) == []
     assert_only_committed_files(uri, storage_options)
+
+
+@pytest.mark.slow
+def test_the_offline_compactor_during_a_sinks_async_compaction_is_refused_then_takes_over_a_killed_sink(
+    spark, s3_table, tmp_path, caplog
+):
+    """Writer A (another process, reporting another host) streams with async compaction. The offline compactor,
+    started while A's compaction is inflight, is refused within the wait time naming A. A is SIGKILLed in the
+    middle of a compaction; the offline compactor, waiting long enough, takes the lease over once A's expired,
+    rolls back what A left pending, completes the compactions, and the table is the model of A's completed
+    batches, read through hudi-rs and HoodieTable, with no file of an unfinished instant left."""
+    from crash_harness import kill_session, session_members
+
+    uri, storage_options = s3_table
+    storage = storage_for(uri, storage_options)
+    options = sink_options(
+        **{"compaction.schedule.enabled": "true", "compaction.async.enabled": "true", "compaction.delta_commits": "2"}
+    )
+    batches = generate_batches(12, seed=12, keys_per_batch=3000, key_space=6000, monotonic=True)
+    source = str(tmp_path / "in-a")
+    write_batch_file(source, 0, batches[0])
+    child, query_a = start_child(tmp_path, uri, storage_options, options, source, "a")
+    groups: set[int] = set()
+    fed = 1
+
+    def inflight_compaction():
+        names = {info.name for info in storage.list(".hoodie")}
+        inflight = sorted(n.split(".")[0] for n in names if n.endswith(".compaction.inflight"))
+        return [ts for ts in inflight if f"{ts}.commit" not in names]
+
+    def feed_until_a_compaction_runs():
+        """Give A batches, one at a time, until one of its compactions is seen inflight; returns it."""
+        nonlocal fed
+        while fed < len(batches):
+            write_batch_file(source, fed, batches[fed])
+            fed += 1
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline:
+                groups.update(g for _pid, g in session_members(child.pid))
+                assert child.poll() is None, f"writer A exited:\n{child_log(tmp_path, 'a')}"
+                running = inflight_compaction()
+                if running:
+                    return running[0]
+                created = storage.exists(".hoodie/hoodie.properties")
+                if created and len(completed_batches(uri, storage_options)) >= fed:
+                    break
+                time.sleep(0.02)
+        raise AssertionError(f"no compaction of A's was seen inflight after {fed} batches")
+
+    try:
+        feed_until_a_compaction_runs()
+        started = time.monotonic()
+        with pytest.raises(HoodieLockError) as err:
+            list(compact_table(uri, options=FAST_LEASE, spark=spark, storage_options=storage_options))
+        assert WAIT_S <= time.monotonic() - started < WAIT_S + 30
+        message = str(err.value)
+        assert uri in message and f"streaming query {query_a} on host {OTHER_HOST}" in message, message
+        assert "since" in message and "pid" in message, message
+
+        killed_during = feed_until_a_compaction_runs()
+        kill_session(child, groups)
+    finally:
+        if child.poll() is None:
+            kill_session(child, groups)
+    still_inflight = killed_during in inflight_compaction()
+    committed = completed_batches(uri, storage_options)
+    model = TableModel()
+    for events in batches[: len(committed)]:
+        model.apply_batch(events)
+    assert [entries for _ts, entries in committed] == [{identifier(query_a): b} for b in range(len(committed))]
+    lock = lock_document(uri, storage_options)
+    assert not lock["expired"] and Holder.parse(lock["owner"]).query == query_a, lock
+
+    waiting = dict(FAST_LEASE, **{"hoodie.write.lock.wait_time_ms": "60000"})
+    with caplog.at_level(logging.WARNING, logger="hoodie_stream"):
+        lines = list(compact_table(uri, options=waiting, spark=spark, storage_options=storage_options))
+    taken_over = next(r for r in caplog.records if "took over the lease" in r.getMessage())
+    assert f"streaming query {query_a} on host {OTHER_HOST}" in taken_over.getMessage()
+    assert taken_over.created * 1000 >= lock["validUntil"], "taken over before A's lease expired"
+    print(f"killed during compaction {killed_during} (inflight after the kill: {still_inflight}); {lines}")
+    if still_inflight:
+        assert f"reverted interrupted compaction {killed_during} to requested" in lines, lines
+    from hoodie_stream import HoodieTable
+
+    table = HoodieTable(uri, storage_options=storage_options)
+    assert killed_during in {i.timestamp for i in table.timeline.completed(["commit"])}, lines
+    assert pending_instants(uri, storage_options) == [], lines
+    assert_table_is(uri, storage_options, model.rows(), "A's completed batches, compacted offline")
+    assert table_rows(table.read("read_optimized")) == model.rows(), "the compacted base files hold every row"
+    assert_only_committed_files(uri, storage_options)

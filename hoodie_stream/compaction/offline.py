@@ -1,10 +1,13 @@
 """Offline compaction and cleaning: `python -m hoodie_stream compact --path P [--schedule] [--run] [--clean]`.
 
 The run holds the table's writer lease (`format/table_lock.py`) from start to end, as a sink does: it waits up
-to `hoodie.write.lock.wait_time_ms` for a running writer, then fails naming it. Holding it, it first removes a
-metadata table the table has (`format/metadata_table.py`), as Hudi's writer with hoodie.metadata.enable=false.
+to `hoodie.write.lock.wait_time_ms` for a running writer, then fails naming it. Holding it, no other writer runs:
+it first rolls back the pending delta commits a dead writer left (a holder whose lease it took over), as a sink's
+next micro-batch would, and removes a metadata table the table has (`format/metadata_table.py`), as Hudi's writer
+with hoodie.metadata.enable=false.
 """
 
+from ..checkpoints.recovery import rollback_pending_writes
 from ..format.metadata_table import remove_metadata_table
 from ..format.table_config import TableConfig
 from ..format.table_lock import TableLease
@@ -23,6 +26,8 @@ def compact_table(path, schedule=True, run=True, clean_after=False, options=None
     opts, lock_opts = parse_table_service_options(options)
     TableConfig.load(storage)  # a location that holds no table is refused before the lease is taken
     with TableLease(storage, lock_opts, query="offline-compaction") as lease:
+        for instant in rollback_pending_writes(storage, Timeline(storage)):
+            yield f"rolled back delta commit {instant}, left pending by a writer that stopped"
         if remove_metadata_table(storage, guard=lease.ensure):
             yield "removed the metadata table: hoodie-stream does not maintain one, readers list the table's files"
         reverted = recover(storage)
@@ -53,6 +58,7 @@ def clean_table(path, options=None, storage_options=None):
     opts, lock_opts = parse_table_service_options(options)
     TableConfig.load(storage)  # a location that holds no table is refused before the lease is taken
     with TableLease(storage, lock_opts, query="offline-clean") as lease:
+        rollback_pending_writes(storage, Timeline(storage))
         remove_metadata_table(storage, guard=lease.ensure)
         recover(storage)
         lease.ensure()
