@@ -56,20 +56,12 @@ def local_entries(*dirs):
     return {d: sorted(os.listdir(d)) for d in dirs}
 
 
-HEAD_400 = pytest.mark.xfail(
-    strict=True,
-    reason="storage/object_store.py ObjectStorage._fail: a HEAD refused with 400 (an invalid session token; HEAD "
-    "answers carry no error body) is reported as 'stat failed: 400 Bad Request', without saying the credentials "
-    "were refused; the sink's first request is a HEAD of .hoodie/hoodie.properties",
-)
-
-
 @pytest.fixture(
     params=[
         "unknown-scheme",
         "missing-bucket",
         "wrong-secret",
-        pytest.param("wrong-session-token", marks=HEAD_400),
+        "wrong-session-token",
         "non-hudi-prefix",
     ]
 )

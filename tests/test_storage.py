@@ -9,7 +9,7 @@ import pytest
 import hoodie_stream.storage.local as local_module
 from hoodie_stream.errors import HoodieObjectExistsError, HoodieObjectNotFoundError, HoodiePathError
 from hoodie_stream.storage import LocalStorage, storage_for
-from hoodie_stream.storage.local_cache import CACHE_DIR_ENV
+from hoodie_stream.storage.local_cache import LocalCache
 from recording_storage import RecordingStorage, read_calls
 
 
@@ -102,10 +102,10 @@ def test_paths_that_leave_the_root_are_refused(tmp_path, path):
     assert not os.path.exists(tmp_path / "root") and sorted(os.listdir(tmp_path)) == []
 
 
-def test_local_copies_for_memory_mapping(tmp_path, monkeypatch):
-    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "cache"))
+def test_local_copies_for_memory_mapping(tmp_path):
     (tmp_path / "backing").mkdir()
     remote = RecordingStorage("cache-test", tmp_path / "backing", tmp_path / "calls.jsonl")
+    remote.local_cache = LocalCache(str(tmp_path / "cache"))
     remote.write("idx/0001/1.full.arrow", b"state")
     local = remote.local_file("idx/0001/1.full.arrow")
     assert local.startswith(str(tmp_path / "cache")) and open(local, "rb").read() == b"state"

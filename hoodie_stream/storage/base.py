@@ -11,9 +11,11 @@ Hudi's commit protocol needs, stated so that an object store can provide them wi
 - `open_output`: a file to write an object through (seekable; it appears atomically when the block ends, and, with
   `create=True`, only if nothing is there yet);
 - `read_version` / `put_if`: compare-and-swap on one object (ETag / generation on object stores), for the lease;
-- `list` (with sizes and modification times), `exists`, `size`, `delete`, `delete_tree`;
+- `list` (with sizes, modification times and, on object stores, versions), `exists`, `size`, `delete`,
+  `delete_many` (no answer per object: one request per 1000 objects on S3), `delete_tree`;
 - `local_file`: the escape hatch for what must be memory-mapped (the index state): a local path to the object,
-  through a local cache when the store is remote.
+  through the storage's `LocalCache` (`local_cache.py`) when the store is remote; `write_cached` writes an object
+  and keeps its bytes there, so reading it back costs no request.
 Directories are not objects: they exist while something is in them, and writes create them as needed.
 Storages are picklable (they travel to Spark tasks with the operators that use them).
 """
@@ -23,19 +25,23 @@ from __future__ import annotations
 import builtins
 import contextlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO
 
+from .local_cache import LocalCache
 from .paths import check_relative, join
 
 
 @dataclass(frozen=True)
 class FileInfo:
-    """One object under a storage root: its relative path, size in bytes and modification time (epoch seconds)."""
+    """One object under a storage root: its relative path, size in bytes and modification time (epoch seconds),
+    and on object stores its version (ETag, and generation where the store has one: the token of `read_version`;
+    '' elsewhere), which names its local copy; two listings of the same objects compare equal without it."""
 
     path: str
     size: int
     mtime: float
+    version: str = field(default="", compare=False)
 
     @property
     def name(self) -> str:
@@ -46,6 +52,7 @@ class Storage:
     """Base class of storages; see the module docstring. Subclasses implement the methods that raise here."""
 
     uri: str
+    local_cache: LocalCache = LocalCache()  # where local copies and upload spools go (remote storages)
 
     # -- reading ---------------------------------------------------------------------------------------------
     def read(self, path: str) -> bytes:
@@ -76,7 +83,7 @@ class Storage:
         raise NotImplementedError
 
     # -- writing ---------------------------------------------------------------------------------------------
-    def write(self, path: str, data: bytes | Iterable[bytes]) -> int:
+    def write(self, path: str, data: bytes | memoryview | Iterable[bytes]) -> int:
         """Put a whole object (replacing one that exists), atomically; returns its size."""
         with self.open_output(path) as f:
             return _write_all(f, data)
@@ -111,17 +118,37 @@ class Storage:
         """Delete an object; False when there was none."""
         raise NotImplementedError
 
+    def delete_many(self, paths: Iterable[str]) -> None:
+        """Delete objects, those already gone included, without telling which were there (an object store deletes
+        them in bulk: no request per object)."""
+        for path in paths:
+            self.delete(path)
+
     def delete_tree(self, path: str) -> None:
         """Delete every object under directory `path` (nothing when there is none)."""
         raise NotImplementedError
 
     # -- local files -----------------------------------------------------------------------------------------
-    def local_file(self, path: str) -> str:
-        """A local file system path holding the object's bytes, for memory-mapping: a copy in the local cache
-        (`local_cache.py`) unless the storage is local itself."""
-        from .local_cache import cached_copy
+    def local_file(self, path: str, info: FileInfo | None = None) -> str:
+        """A local file system path holding the object's bytes, for memory-mapping: the file itself on a local
+        storage, else a copy in `local_cache`. `info`, the object as this storage listed it, names the copy
+        (its version and size); without it the object's size is asked for (a storage without versions: a copy of
+        the same size counts as current)."""
+        size = self.size(path) if info is None else info.size
+        version = "" if info is None else info.version
+        found = self.local_cache.lookup(self.uri, path, version, size)
+        return found or self.local_cache.place(self.uri, path, version, self.read(path))
 
-        return cached_copy(self, path)
+    def write_cached(self, path: str, data: bytes | memoryview) -> str:
+        """Write an object (as `write`) and return a local path holding its bytes, as `local_file` would give it:
+        a remote storage keeps `data` in its local cache, so the object is not read back."""
+        self.write(path, data)
+        return self.local_cache.place(self.uri, path, "", data)
+
+    def with_local_cache(self, cache: LocalCache) -> Storage:
+        """This storage keeping its local copies and spooling its uploads as `cache` says (a storage that has
+        neither, as a local one, is returned as it is)."""
+        return self
 
     # -- navigation ------------------------------------------------------------------------------------------
     def child(self, path: str) -> Storage:
@@ -152,7 +179,7 @@ class Storage:
         return f"{type(self).__name__}({self.uri!r})"
 
 
-def _write_all(f: IO[bytes], data: bytes | Iterable[bytes]) -> int:
+def _write_all(f: IO[bytes], data: bytes | memoryview | Iterable[bytes]) -> int:
     if isinstance(data, (bytes, bytearray, memoryview)):
         f.write(data)
         return len(data)

@@ -244,7 +244,23 @@ class LocalStorage(Storage):
             os.remove(target)
         except FileNotFoundError:
             return False
-        directory = os.path.dirname(target)
+        self._after_removals(os.path.dirname(target))
+        return True
+
+    def delete_many(self, paths):
+        directories = set()
+        for path in paths:
+            target = self._abs(path)
+            try:
+                os.remove(target)
+            except FileNotFoundError:
+                continue
+            directories.add(os.path.dirname(target))
+        for directory in sorted(directories, reverse=True):  # deepest first: a parent may empty in turn
+            self._after_removals(directory)
+
+    def _after_removals(self, directory):
+        """Sync a directory files were removed from, then remove it and its parents while they are empty."""
         _fsync_dir(directory)
         while directory != self.root and directory.startswith(self.root + os.sep):
             try:
@@ -252,7 +268,6 @@ class LocalStorage(Storage):
             except OSError:
                 break
             directory = os.path.dirname(directory)
-        return True
 
     def delete_tree(self, path):
         target = self._abs(path)
@@ -261,11 +276,16 @@ class LocalStorage(Storage):
         shutil.rmtree(target, ignore_errors=True)
 
     # -- local files -----------------------------------------------------------------------------------------
-    def local_file(self, path):
+    def local_file(self, path, info=None):
+        """The file itself (no copy)."""
         target = self._abs(path)
         if not os.path.isfile(target):
             raise HoodieObjectNotFoundError(self.uri_of(path), "does not exist")
         return target
+
+    def write_cached(self, path, data):
+        self.write(path, data)
+        return self._abs(path)
 
     def child(self, path):
         return LocalStorage(self._abs(path))

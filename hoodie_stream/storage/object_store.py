@@ -9,6 +9,11 @@ one PUT (multipart for large data files), so a completed instant is visible at o
 
 Every request is counted by kind (`requests`: GET, HEAD, PUT, LIST, DELETE) in the process that makes it. Messages
 name the URI and the store's answer (HTTP status and error code), with every secret option value removed.
+
+Local copies (`local_file`, for memory-mapping) live in the storage's `LocalCache` (`local_cache.py`), named by the
+object's ETag and size as the listing gives them (or a HEAD when no listing is at hand: listings of a versioned
+bucket carry no version id, so the ETag alone names the content); `write_cached` keeps the bytes it PUT there under
+the ETag the PUT answered, so a state file just written is never read back. Uploads spool in the same directory.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from ..errors import (
     HoodieStorageError,
 )
 from .base import FileInfo, Storage
+from .local_cache import LocalCache
 from .options import CLIENT_KEYS, RETRY_KEYS, redact, store_kind
 from .paths import check_relative, join
 
@@ -42,6 +48,10 @@ SPOOL_IN_MEMORY = 8 << 20
 _CODE = re.compile(r"<Code>([^<]+)</Code>")
 _MESSAGE = re.compile(r"<Message>([^<]+)</Message>")
 _STATUS = re.compile(r"status code: (\d{3}) ([A-Za-z ]+)")
+# answers refusing the credentials (S3 codes; a 401 or 403 from any store)
+_REFUSED = re.compile(
+    r"\b(401|403)\b|AccessDenied|InvalidAccessKeyId|SignatureDoesNotMatch|InvalidToken|ExpiredToken|InvalidClientTokenId"
+)
 
 
 # client options taking a duration: "30s", "500ms", "2m" (humantime, as obstore takes them) or seconds as a number
@@ -137,17 +147,18 @@ class ObjectStorage(Storage):
     """A storage rooted at `s3://bucket/prefix` (or `s3a://`), `gs://bucket/prefix`, `abfs[s]://container@account
     .dfs.core.windows.net/prefix` or `az://account/container/prefix`, with resolved storage options."""
 
-    def __init__(self, uri: str, options: dict[str, str] | None = None):
+    def __init__(self, uri: str, options: dict[str, str] | None = None, local_cache: LocalCache | None = None):
         self.kind = store_kind(uri)
         if self.kind not in ("s3", "gcs", "azure"):
             raise HoodieConfigError(f"{uri}: not an object store URI")
         self.uri = uri.rstrip("/")
         self.options = dict(options or {})
+        self.local_cache = local_cache or LocalCache()
         self._store = None
         self.requests: collections.Counter[str] = collections.Counter()
 
     def __reduce__(self):
-        return (type(self), (self.uri, self.options))
+        return (type(self), (self.uri, self.options, self.local_cache))
 
     def __eq__(self, other):
         return type(other) is type(self) and other.uri == self.uri and other.options == self.options
@@ -210,10 +221,15 @@ class ObjectStorage(Storage):
         if isinstance(exc, oe.PreconditionError):
             return HoodieObjectChangedError(where, "changed since it was read; not replaced")
         reason = self._reason(exc)
-        if isinstance(exc, (oe.PermissionDeniedError, oe.UnauthenticatedError)) or re.search(
-            r"\b(401|403)\b|AccessDenied|InvalidAccessKeyId|SignatureDoesNotMatch", reason
-        ):
+        if isinstance(exc, (oe.PermissionDeniedError, oe.UnauthenticatedError)) or _REFUSED.search(reason):
             return HoodieStorageError(where, f"{op} refused: {reason} (check the credentials in storage_options)")
+        if op == "stat" and reason.startswith("400") and not _CODE.search(text):
+            # a HEAD answer has no body to name the error: S3 refuses an invalid or expired session token so
+            return HoodieStorageError(
+                where,
+                f"{op} refused: {reason}, without a reason (the answer to a HEAD has none; an invalid or expired "
+                "session token is refused so): check the credentials in storage_options",
+            )
         return HoodieStorageError(where, f"{op} failed: {reason}")
 
     def _call(self, kind, op, path, fn, *args, **kwargs):
@@ -320,7 +336,7 @@ class ObjectStorage(Storage):
             found = listing["objects"]
             self.requests["LIST"] += max(0, (len(found) + len(listing["common_prefixes"]) - 1) // 1000)
         out = [
-            FileInfo(meta["path"], int(meta["size"]), meta["last_modified"].timestamp())
+            FileInfo(meta["path"], int(meta["size"]), meta["last_modified"].timestamp(), _version(meta))
             for meta in found
             if meta["path"].startswith(prefix) and meta["path"] != key
         ]
@@ -382,10 +398,8 @@ class ObjectStorage(Storage):
     @contextlib.contextmanager
     def open_output(self, path, create=False) -> Iterator[IO[bytes]]:
         """A local spool file (in memory up to 8 MB, then in the cache directory) uploaded when the block ends."""
-        from .local_cache import spool_dir
-
         self._key(path)
-        with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY, dir=spool_dir()) as spool:
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY, dir=self.local_cache.spool_dir()) as spool:
             yield spool
             spool.flush()
             size = spool.tell()
@@ -404,22 +418,64 @@ class ObjectStorage(Storage):
         except HoodieObjectNotFoundError:
             return False
         self._call("DELETE", "delete", path, obstore.delete, self._key(path))
+        self.local_cache.discard(self.uri, [path])
         return True
 
-    def delete_tree(self, path):
+    def delete_many(self, paths):
+        """Bulk deletes: one request per 1000 objects on S3 (DeleteObjects; a missing key is no error there), per
+        256 on Azure (a blob batch), one per object on GCS; a store that refuses to delete a missing object has the
+        batch deleted again one object at a time, the missing ones skipped."""
         import obstore
 
+        keys = sorted({self._key(p) for p in paths})
+        per_request = {"s3": 1000, "azure": 256}.get(self.kind, 1)
+        for start in range(0, len(keys), 1000):
+            batch = keys[start : start + 1000]
+            self.requests["DELETE"] += -(-len(batch) // per_request) - 1
+            try:
+                self._call("DELETE", "delete", batch[0], obstore.delete, batch)
+            except HoodieObjectNotFoundError:
+                for key in batch:
+                    try:
+                        self._call("DELETE", "delete", key, obstore.delete, key)
+                    except HoodieObjectNotFoundError:
+                        pass
+        self.local_cache.discard(self.uri, keys)
+
+    def delete_tree(self, path):
         if not self._key(path):
             raise HoodieStorageError(self.uri, "refusing to delete the whole root")
-        keys = [info.path for info in self.list(path, recursive=True)]
-        for start in range(0, len(keys), 1000):
-            self._call("DELETE", "delete", path, obstore.delete, keys[start : start + 1000])
+        self.delete_many(info.path for info in self.list(path, recursive=True))
+        self.local_cache.discard_tree(self.uri, path)
+
+    # -- local copies ----------------------------------------------------------------------------------------
+    def local_file(self, path, info=None):
+        """A local copy of the object (see the module docstring): the one named by `info`'s version and size
+        (from a listing of this storage), else by a HEAD's; fetched when there is none, and then named by the
+        version the GET answered."""
+        if info is None:
+            meta = self.head(path)
+            version, size = _version(meta), int(meta["size"])
+        else:
+            version, size = info.version, info.size
+        found = self.local_cache.lookup(self.uri, path, _content_tag(version), size)
+        if found is not None:
+            return found
+        data, version = self.read_version(path)
+        return self.local_cache.place(self.uri, path, _content_tag(version), data)
+
+    def write_cached(self, path, data):
+        data = _joined(data)
+        version = self._put(path, data, create=False)
+        return self.local_cache.place(self.uri, path, _content_tag(version), data)
+
+    def with_local_cache(self, cache):
+        return ObjectStorage(self.uri, self.options, cache)
 
     # -- navigation ------------------------------------------------------------------------------------------
     def child(self, path):
         key = self._key(path)
-        child = ObjectStorage(join(self.uri, key) if key else self.uri, self.options)
-        return child
+        return ObjectStorage(join(self.uri, key) if key else self.uri, self.options, self.local_cache)
 
 
 def _put_file(store, key, spool, chunk_size):
@@ -429,8 +485,15 @@ def _put_file(store, key, spool, chunk_size):
 
 
 def _version(meta) -> str:
-    """The version token of an object: its ETag, and its generation/version where the store has one."""
-    return f"{meta.get('e_tag') or ''}|{meta.get('version') or ''}"
+    """The version token of an object: its ETag, and its generation/version where the store has one (S3 answers
+    some writes to an unversioned bucket with the version "null", which its listings leave out)."""
+    version = meta.get("version")
+    return f"{meta.get('e_tag') or ''}|{'' if version in (None, 'null') else version}"
+
+
+def _content_tag(version: str) -> str:
+    """What names an object's content in a version token: its ETag (the whole token when the store gives none)."""
+    return version.partition("|")[0] or version
 
 
 def _joined(data: bytes | bytearray | memoryview | Iterable[bytes]) -> bytes:
