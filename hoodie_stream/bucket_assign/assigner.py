@@ -124,11 +124,12 @@ class BucketAssigner:
     def assign(self, table, task):
         table, key_hashes = _precombined(table, self.context.ordering_field, self.spec.event_time)
         groups, bounds = runs(table[KEY_GROUP].combine_chunks())
-        indexes, deltas = {}, {}
         if self._index_storage is None and groups:
             self._index_storage = index_storage(self.context.storage, groups[0])
-        for kg in groups:
-            indexes[kg], deltas[kg] = index_state.load_index(self._index_storage, kg, self.spec.committed)
+        # the chunk's key groups at once: their stale state files are pruned in one bulk delete
+        loaded = index_state.load_indexes(self._index_storage, groups, self.spec.committed) if groups else {}
+        indexes = {kg: index for kg, (index, _) in loaded.items()}
+        deltas = {kg: pending for kg, (_, pending) in loaded.items()}
         # the index key of every row and its hash, once: for the lookups here and for the index changes (_save)
         lookup = self._lookup_keys(table)
         if isinstance(lookup, pa.ChunkedArray):
@@ -337,6 +338,10 @@ class ListedIndex(Storage):
         self._touched(path)
         return self.inner.write(path, data)
 
+    def write_cached(self, path, data):
+        self._touched(path)
+        return self.inner.write_cached(path, data)
+
     def create(self, path, data=b""):
         self._touched(path)
         return self.inner.create(path, data)
@@ -359,12 +364,21 @@ class ListedIndex(Storage):
         self._touched(path)
         return self.inner.delete(path)
 
+    def delete_many(self, paths):
+        paths = list(paths)
+        for path in paths:
+            self._touched(path)
+        self.inner.delete_many(paths)
+
     def delete_tree(self, path):
         self._stale.add(path.rstrip("/"))
         self.inner.delete_tree(path)
 
-    def local_file(self, path):
-        return self.inner.local_file(path)
+    def local_file(self, path, info=None):
+        return self.inner.local_file(path, info)
+
+    def with_local_cache(self, cache):
+        return ListedIndex(self.inner.with_local_cache(cache), self._first)
 
     def child(self, path):
         return self.inner.child(path)

@@ -12,7 +12,9 @@ instead, so loading stays cheap and a micro-batch writes only what it changed. `
 loaded states between micro-batches as `KeyIndex` lookup structures and apply only the newer deltas; a full file
 is used in place, memory-mapped (no copy, no hashing, no sort), so its pages are shared by the machine's Python
 workers through the page cache, and a worker that meets a key group for the first time loads it in well under a
-millisecond plus its deltas.
+millisecond plus its deltas. On a remote table the files are mapped from the executor's local copies
+(`storage/local_cache.py`), named by the version the listing gives; a task puts the files it writes there from
+memory, so the executor's other workers find them without a request.
 """
 
 import zlib
@@ -26,7 +28,7 @@ import pyarrow.ipc as ipc
 
 from ..errors import HoodieObjectNotFoundError
 from ..format.runs import run_ends
-from ..storage import join, storage_for
+from ..storage import storage_for
 from .key_index import HASH as KEY_HASH
 from .key_index import STATE_SCHEMA, KeyIndex, coded
 
@@ -53,70 +55,86 @@ SUFFIXES = (".arrow", ".parquet")  # written, still read
 _STATE_FILE_SUFFIXES = [f".{kind}{ext}" for kind in ("full", "delta") for ext in SUFFIXES]
 
 
-def _files(storage, key_group, committed, prune=False):
-    """(full instants, delta instants) of a key group among `committed`, each sorted, and {(instant, kind): file
-    name}. With `prune`, the files older than the newest committed full file are deleted: nothing reads them."""
-    names = [f.name for f in storage.list(group_dir(key_group))]
-    paths = {}
-    for name in names:
-        stem, _, suffix = name.rpartition(".")
+def _state_files(infos, committed):
+    """(full instants, delta instants) among `committed` of a key group's listed files (FileInfo), each sorted,
+    {(instant, kind): FileInfo}, and the paths of the files older than the newest committed full file (nothing
+    reads them)."""
+    files = {}
+    for info in infos:
+        stem, _, suffix = info.name.rpartition(".")
         instant, _, kind = stem.partition(".")
         if "." + suffix not in SUFFIXES or kind not in ("full", "delta") or instant not in committed:
             continue
-        if not paths.get((instant, kind), "").endswith(".arrow"):  # the file this version writes wins
-            paths[(instant, kind)] = name
-    full = sorted(instant for instant, kind in paths if kind == "full")
-    delta = sorted(instant for instant, kind in paths if kind == "delta")
-    if prune and full:
-        stale = [n for n in names if n.endswith(SUFFIXES) and n.split(".", 1)[0] < full[-1]]
-        for name in stale:
-            storage.delete(join(group_dir(key_group), name))  # another worker may have pruned it first
-    return full, delta, paths
+        if (instant, kind) not in files or not files[(instant, kind)].name.endswith(".arrow"):
+            files[(instant, kind)] = info  # the file this version writes wins
+    full = sorted(instant for instant, kind in files if kind == "full")
+    delta = sorted(instant for instant, kind in files if kind == "delta")
+    stale = [i.path for i in infos if full and i.name.endswith(SUFFIXES) and i.name.split(".", 1)[0] < full[-1]]
+    return full, delta, files, stale
 
 
-def _read(storage, key_group, name):
-    return _read_path(storage, join(group_dir(key_group), name))
-
-
-def _read_path(storage, path):
+def _read_path(storage, path, info=None):
     """A state table. Uncompressed Arrow IPC files are memory-mapped (through the storage's local file: the file
-    itself on a local table) and read without a copy: a full file's key group then lives in the page cache, shared
-    by every Python worker of the machine, and loads in a fraction of a millisecond (files of earlier versions:
-    zstd-compressed, or parquet, are read into memory)."""
+    itself on a local table, else the local copy named by `info`, the file as listed) and read without a copy: a
+    full file's key group then lives in the page cache, shared by every Python worker of the machine, and loads in
+    a fraction of a millisecond (files of earlier versions: zstd-compressed, or parquet, are read into memory)."""
     if path.endswith(".parquet"):  # written by earlier versions
         import pyarrow.parquet as pq
 
         with storage.open_input(path) as f:
             return pq.read_table(f, schema=STATE_SCHEMA)
-    with pa.memory_map(storage.local_file(path)) as source:
+    try:
+        return _mapped(storage.local_file(path, info))
+    except FileNotFoundError:  # the copy was evicted by another worker in between: fetched again
+        return _mapped(storage.local_file(path, info))
+
+
+def _mapped(local_path):
+    with pa.memory_map(local_path) as source:
         return ipc.open_file(source).read_all()
 
 
 def load_index(storage, key_group, committed):
-    """(KeyIndex, number of deltas after the newest full file) of a key group as of the committed instants.
+    """(KeyIndex, number of deltas after the newest full file) of a key group as of the committed instants."""
+    return load_indexes(storage, [key_group], committed)[key_group]
 
-    An executor keeps what it loaded and applies only deltas newer than its copy. Files older than the newest
-    committed full file are deleted on the way (a full file is written at least every 2 x COMPACT_EVERY
-    micro-batches, so a key group keeps at most that many files).
+
+def load_indexes(storage, key_groups, committed):
+    """{key group: (KeyIndex, number of deltas after the newest full file)} as of the committed instants.
+
+    An executor keeps what it loaded and applies only deltas newer than its copy. Files older than a key group's
+    newest committed full file are deleted on the way, those of all `key_groups` in one bulk delete (a full file
+    is written at least every 2 x COMPACT_EVERY micro-batches, so a key group keeps at most that many files).
     """
     storage = storage_for(storage)
-    full, delta, paths = _files(storage, key_group, committed, prune=True)
+    listed = {kg: _state_files(storage.list(group_dir(kg)), committed) for kg in key_groups}
+    stale = [path for kg in key_groups for path in listed[kg][3]]
+    if stale:
+        storage.delete_many(stale)  # another worker may have pruned some of them first
+    return {kg: _load(storage, kg, committed, *listed[kg][:3]) for kg in key_groups}
+
+
+def _load(storage, key_group, committed, full, delta, files):
     newest_full = full[-1] if full else ""
     pending = [d for d in delta if d > newest_full]
     cached = _CACHE.get((storage.uri, key_group))
     if cached is not None and cached[0] in committed and cached[0] >= newest_full:
         upto, index = cached
     elif newest_full:
-        upto, index = newest_full, KeyIndex(_read(storage, key_group, paths[(newest_full, "full")]))
+        upto, index = newest_full, KeyIndex(_read(storage, files[(newest_full, "full")]))
     else:
         upto, index = "", KeyIndex()
     newer = [d for d in pending if d > upto]
     if newer:  # applied as one change: the newest delta of a key wins
-        index = index.updated(_latest_rows([_read(storage, key_group, paths[(d, "delta")]) for d in newer]))
+        index = index.updated(_latest_rows([_read(storage, files[(d, "delta")]) for d in newer]))
         upto = newer[-1]
     if upto:
         _CACHE[(storage.uri, key_group)] = (upto, index)
     return index, len(pending)
+
+
+def _read(storage, info):
+    return _read_path(storage, info.path, info)
 
 
 def _latest_rows(tables):
@@ -133,20 +151,26 @@ def _latest_rows(tables):
 
 def _write(storage, path, table):
     """Atomically write a state table as an uncompressed Arrow IPC file (full files are used in place,
-    memory-mapped: see `_read_path`)."""
+    memory-mapped: see `_read_path`); returns a local path holding it: the file itself on a local table, else the
+    copy the write put in the local cache (the executor's other Python workers find it there, and nothing is read
+    back from the store)."""
     if KEY_HASH not in table.column_names:
         table = coded(table)
     table = table.combine_chunks()
     buffer = pa.BufferOutputStream()
     with ipc.new_file(buffer, table.schema) as writer:
         writer.write_table(table)
-    storage.write(path, memoryview(buffer.getvalue()))  # one write of the serialized file
+    return storage.write_cached(path, memoryview(buffer.getvalue()))  # one write of the serialized file
 
 
 def _write_full(storage, path, index):
-    """The full state of a key group, sorted by key hash with the hashes; returns it as loaded from the file."""
-    _write(storage, path, index.to_table(hashes=True))
-    return KeyIndex(_read_path(storage, path))
+    """The full state of a key group, sorted by key hash with the hashes; returns it as loaded from the file
+    (memory-mapped from the local path the write gave)."""
+    local = _write(storage, path, index.to_table(hashes=True))
+    try:
+        return KeyIndex(_mapped(local))
+    except FileNotFoundError:  # the copy was evicted by another worker in between
+        return KeyIndex(_read_path(storage, path))
 
 
 def full_due(key_group, instant, deltas_since_full):
@@ -185,9 +209,13 @@ def remove_instant(storage, instant):
     """Delete the state files written by a failed instant (and temporary files of interrupted writes)."""
     storage = storage_for(storage)
     names = {instant + suffix for suffix in _STATE_FILE_SUFFIXES}
-    for info in storage.list(INDEX_DIR, recursive=True):
-        if info.name in names or (info.name.startswith(".") and info.name.endswith(".tmp")):
-            storage.delete(info.path)
+    doomed = [
+        info.path
+        for info in storage.list(INDEX_DIR, recursive=True)
+        if info.name in names or (info.name.startswith(".") and info.name.endswith(".tmp"))
+    ]
+    if doomed:
+        storage.delete_many(doomed)
 
 
 def read_latest(storage):
@@ -201,6 +229,13 @@ def write_latest(storage, instant):
     storage_for(storage).write(LATEST, instant.encode("ascii"))
 
 
-def prune(storage, key_group, committed):
-    """Delete the files of a key group that the newest committed full file makes unnecessary."""
-    _files(storage_for(storage), key_group, committed, prune=True)
+def prune(storage, key_groups, committed):
+    """Delete the files of the key groups that their newest committed full file makes unnecessary (one listing of
+    the index directory, one bulk delete)."""
+    storage = storage_for(storage)
+    by_dir: dict[str, list] = {}
+    for info in storage.list(INDEX_DIR, recursive=True):
+        by_dir.setdefault(info.path.rpartition("/")[0], []).append(info)
+    stale = [path for kg in key_groups for path in _state_files(by_dir.get(group_dir(kg), []), committed)[3]]
+    if stale:
+        storage.delete_many(stale)

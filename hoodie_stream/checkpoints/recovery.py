@@ -198,7 +198,6 @@ def rebuild_index(spark, storage, timeline, key_groups, global_index, tasks):
             ]
     for kg in set(range(key_groups)) - set(written):
         index_state.save_full(storage, kg, latest, index_state.empty_state())
-    for kg in range(key_groups):
-        index_state.prune(storage, kg, committed)
+    index_state.prune(storage, range(key_groups), committed)
     index_state.write_latest(storage, latest)
     return latest
