@@ -112,6 +112,14 @@ def names(key: str, raw: str) -> list[str]:
     return [p.strip() for p in raw.split(",") if p.strip()]
 
 
+def absolute_path(key: str, raw: str) -> str | None:
+    """An absolute local path (each executor's own file system), or None when empty."""
+    value = raw.strip()
+    if value and (not value.startswith("/") or "://" in value):
+        raise _invalid(key, raw, "an absolute local directory (on each executor's own disk)")
+    return value or None
+
+
 def megabytes(parse: Parser) -> Parser:
     """A size given in MB, as bytes."""
     return lambda key, raw: int(parse(key, raw) * MB)
@@ -239,11 +247,15 @@ class SinkOptions:
     index_cache_dir: str | None = option(
         "hoodie.stream.index.cache.dir",
         None,
-        text,
-        "executors' local copies of the index state of a remote table (default: under Spark's local dirs)",
+        absolute_path,
+        "executors' local copies of the index state of a remote table and spooled uploads (default: "
+        "hoodie_stream_index_cache under Spark's local dirs of each executor; storage/local_cache.py)",
     )
     index_cache_max_bytes: int = option(
-        "hoodie.stream.index.cache.max.mb", "2048", megabytes(integer()), "MB of local index copies per executor"
+        "hoodie.stream.index.cache.max.mb",
+        "2048",
+        megabytes(integer()),
+        "MB of local index copies per executor (least recently used evicted)",
     )
     compaction: CompactionOptions = field(default_factory=CompactionOptions)
     lock: LockOptions = field(default_factory=LockOptions)

@@ -1,7 +1,9 @@
 """What a micro-batch hands the operators of its write chain.
 
 The driver builds these once per micro-batch; Spark pickles them into every task of the stage, so they hold plain
-data (and the table's `Storage`, which is picklable). `BatchContext` is what the stages share; `AssignSpec` and
+data (and the table's `Storage`, which is picklable and carries where the executors keep their local copies of a
+remote table's index state and spool uploads, and how much they keep: its `local_cache`, set by the sink from
+`hoodie.stream.index.cache.dir` and `.max.mb`). `BatchContext` is what the stages share; `AssignSpec` and
 `WriteSpec` are what only the bucket-assign and the write stage use:
 
     KeyBy(context, key_props)
@@ -36,7 +38,7 @@ class FileGroupRouting(Protocol):
 class BatchContext:
     """One micro-batch as every stage of the chain sees it."""
 
-    storage: Storage  # the table
+    storage: Storage  # the table, with the executors' local cache settings (Storage.local_cache)
     instant: str  # the delta commit the micro-batch writes
     operation: str  # upsert, insert or delete
     ordering_field: str | None  # the table's ordering (precombine) field, None without one

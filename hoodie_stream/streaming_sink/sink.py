@@ -35,6 +35,7 @@ from ..format.timeline import Timeline
 from ..format.writer import HoodieWriter, table_avro_schema
 from ..options import parse_options
 from ..storage import Storage, storage_for
+from ..storage.local_cache import LocalCache
 from ..storage.options import S3A_PREFIX, s3a_settings
 from . import coordinator
 from .key_by import KeyBy
@@ -62,6 +63,10 @@ class HoodieStreamSink:
         self.storage = storage_for(path, storage_options, _spark_s3a_settings(path))
         self.path = self.storage.uri
         self.options = parse_options(self.path, options, **shortcuts)
+        # where the executors keep local copies of a remote table's index state and spool uploads (every task
+        # gets the table's storage with it: the chain's stages, the index rebuild, compaction)
+        o = self.options
+        self.storage = self.storage.with_local_cache(LocalCache(o.index_cache_dir, o.index_cache_max_bytes))
         self.last_result = None
         self._services = None
         self._lease: TableLease | None = None
