@@ -128,9 +128,21 @@ class StandaloneCluster:
         )
         return env
 
-    def env(self, work_dir):
-        """Environment of the master and worker daemons."""
+    def local_dir(self, worker):
+        """Worker `worker`'s own local directories (Spark's local dirs of its executors; TMPDIR of its processes)."""
+        return os.path.join(self.root, f"worker-{worker}-local")
+
+    def temp_dir(self, worker):
+        return os.path.join(self.root, f"worker-{worker}-tmp")
+
+    def env(self, work_dir, worker=None):
+        """Environment of the master and worker daemons: a worker (and the executors and Python workers it starts)
+        gets local and temporary directories of its own, shared with no other process."""
         env = dict(os.environ)
+        if worker is not None:
+            for d in (self.local_dir(worker), self.temp_dir(worker)):
+                os.makedirs(d, exist_ok=True)
+            env.update({"SPARK_LOCAL_DIRS": self.local_dir(worker), "TMPDIR": self.temp_dir(worker)})
         conf_dir = os.path.join(self.root, "conf")  # empty: no spark-env.sh, defaults only
         os.makedirs(conf_dir, exist_ok=True)
         env.update(
@@ -150,14 +162,14 @@ class StandaloneCluster:
         )
         return env
 
-    def _launch(self, name, args, work_dir):
+    def _launch(self, name, args, work_dir, worker=None):
         os.makedirs(self.log_dir, exist_ok=True)
         os.makedirs(work_dir, exist_ok=True)
         log = os.path.join(self.log_dir, name + ".out")
         with open(log, "wb") as out:
             proc = subprocess.Popen(
                 ["bash", spark_class(), *args],
-                env=self.env(work_dir),
+                env=self.env(work_dir, worker),
                 cwd=work_dir,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
@@ -202,6 +214,7 @@ class StandaloneCluster:
                         work_dir,
                     ],
                     work_dir,
+                    worker=i,
                 )
             )
         while True:

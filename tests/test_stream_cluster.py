@@ -1,7 +1,10 @@
 """Cluster: the end-to-end pipeline (file source, the model's micro-batches, HoodieStreamSink with OPTIONS) on a real
 Spark standalone cluster started on loopback (a master and two 1-core workers launched with pyspark's own
-spark-class), so every task runs in an executor JVM and Python worker of its own and nothing but the table on disk
-connects the driver, the bucket-assign tasks and the write tasks.
+spark-class), so every task runs in an executor JVM and Python worker of its own. The table is on the S3 test
+server: each worker has local and temporary directories of its own, no process shares a disk with another for the
+table, and nothing but the table on the store connects the driver, the bucket-assign tasks and the write tasks.
+After the run, each worker's local directories hold the index state copies it served (the index cache) and its
+temporary directory nothing of ours.
 
 The driver is a child process (`python tests/test_stream_cluster.py ...`, see `driver_main`): this pytest process
 keeps at most the one local SparkSession of conftest. The child writes one JSON line per micro-batch (the table as
@@ -20,6 +23,8 @@ import time
 import pytest
 
 from hoodie_stream import HoodieStreamSink, HoodieTable
+from hoodie_stream.checkpoints import index_state
+from hoodie_stream.storage import storage_for
 from oracle import rs_completed_instants, rs_read
 from spark_cluster import StandaloneCluster, java_executable, kill_group, tail
 from stream_model import OPTIONS, SCHEMA_DDL, TableModel, generate_batches, table_rows, write_batch_file
@@ -28,6 +33,7 @@ N_BATCHES = 22  # as in test_stream_end_to_end
 SEED = 11
 CHILD_TIMEOUT = 240  # seconds; a healthy run takes well under half of this
 LOG_TOKEN = re.compile(r"\.log\.\d+_(\d+)-(\d+)-(\d+)$")
+INDEX_FILE = re.compile(r"^\d{17}\.(full|delta)\.arrow")
 
 
 # -- the driver (child process) ------------------------------------------------------------------------------------
@@ -38,12 +44,13 @@ def _get_json(url):
         return json.load(resp)
 
 
-def driver_main(master, root, out_path):
+def driver_main(master, root, out_path, base):
     from conftest import spark_builder
 
     with open(os.path.join(root, "batches.json"), encoding="utf-8") as f:
         batches = json.load(f)
-    source, base, chk = (os.path.join(root, d) for d in ("in", "table", "chk"))
+    storage_options = json.loads(os.environ["HOODIE_TEST_STORAGE_OPTIONS"])
+    source, chk = (os.path.join(root, d) for d in ("in", "chk"))
     spark = (
         spark_builder(master=master, app="hoodie-stream-cluster")
         .config("spark.executor.cores", "1")
@@ -83,7 +90,8 @@ def driver_main(master, root, out_path):
 
     write_batch_file(source, 0, batches[0])
     stream = spark.readStream.schema(SCHEMA_DDL).option("maxFilesPerTrigger", 1).json(source)
-    query = stream.writeStream.foreachBatch(HoodieStreamSink(base, OPTIONS)).option("checkpointLocation", chk).start()
+    sink = HoodieStreamSink(base, OPTIONS, storage_options=storage_options)
+    query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", chk).start()
     try:
         for i, events in enumerate(batches):
             if i:
@@ -94,8 +102,8 @@ def driver_main(master, root, out_path):
                 {
                     "batch": i,
                     "seconds": round(time.monotonic() - started, 2),
-                    "rs": table_rows(rs_read(base)),
-                    "ours": table_rows(HoodieTable(base).read()),
+                    "rs": table_rows(rs_read(base, storage_options=storage_options)),
+                    "ours": table_rows(HoodieTable(base, storage_options=storage_options).read()),
                 }
             )
     finally:
@@ -122,7 +130,11 @@ def driver_main(master, root, out_path):
                 ],
             }
         )
-    emit({"done": True, "query_id": str(query.id), "stages": stages})
+    # the workers' own directories while the application runs (a worker deletes its executors' local dirs when
+    # the application ends)
+    cluster_root = os.environ["HOODIE_TEST_CLUSTER_ROOT"]
+    files = [os.path.join(d, n) for d, _dirs, names in os.walk(cluster_root) for n in names]
+    emit({"done": True, "query_id": str(query.id), "stages": stages, "cluster_files": files})
     spark.stop()
 
 
@@ -152,18 +164,31 @@ def _stage_kind(stage):
     return "scan"
 
 
-def test_stream_on_standalone_cluster_matches_model(cluster, tmp_path):
+def test_stream_on_standalone_cluster_matches_model(cluster, tmp_path, s3_server):
     root = tmp_path / "run"
     root.mkdir()
+    base, storage_options = s3_server.new_table_uri("cluster"), s3_server.options()
     batches = generate_batches(N_BATCHES, seed=SEED)
     (root / "batches.json").write_text(json.dumps(batches, ensure_ascii=False), encoding="utf-8")
     out_path, log_path = root / "driver.jsonl", root / "driver.log"
     env = cluster.client_env()  # SPARK_HOME, SPARK_LOCAL_IP=127.0.0.1, PYSPARK_PYTHON = this interpreter
+    env["HOODIE_TEST_STORAGE_OPTIONS"] = json.dumps(storage_options)
+    env["HOODIE_TEST_CLUSTER_ROOT"] = cluster.root
+    env["TMPDIR"] = str(tmp_path / "driver-tmp")
+    os.makedirs(env["TMPDIR"])
     child = None
     try:
         with open(log_path, "wb") as log:
             child = subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), "driver", cluster.master_url, str(root), str(out_path)],
+                [
+                    sys.executable,
+                    os.path.abspath(__file__),
+                    "driver",
+                    cluster.master_url,
+                    str(root),
+                    str(out_path),
+                    base,
+                ],
                 env=env,
                 cwd=str(root),
                 stdin=subprocess.DEVNULL,
@@ -203,14 +228,13 @@ def test_stream_on_standalone_cluster_matches_model(cluster, tmp_path):
         assert record["ours"] == expected, f"HoodieTable after batch {record['batch']}"
 
     # and read here, after the cluster run
-    base = root / "table"
-    assert table_rows(rs_read(base)) == model.rows()
-    assert table_rows(HoodieTable(base).read()) == model.rows()
+    assert table_rows(rs_read(base, storage_options=storage_options)) == model.rows()
+    table = HoodieTable(base, storage_options=storage_options)
+    assert table_rows(table.read()) == model.rows()
     done = records[-1]
-    table = HoodieTable(base)
     instants = table.timeline.commits_timeline()
     assert [i.action for i in instants] == ["deltacommit"] * N_BATCHES
-    assert [i.timestamp for i in instants] == rs_completed_instants(base)
+    assert [i.timestamp for i in instants] == rs_completed_instants(base, storage_options)
     batch_ids = []
     for inst in instants:
         extra = table.timeline.read_commit_metadata(inst.timestamp).extra_metadata
@@ -242,21 +266,40 @@ def test_stream_on_standalone_cluster_matches_model(cluster, tmp_path):
     assert any(len(h) > 1 for h in homes.values()), f"assign partitions never changed executor: {homes}"
     # every log file of the table names its writing task (write token): map it to that task's executor
     writers = {}
-    for dirpath, _dirs, files in os.walk(base):
-        if ".hoodie" in os.path.relpath(dirpath, base).split(os.sep):
+    for info in storage_for(base, storage_options).list("", recursive=True):
+        if info.path.startswith(".hoodie/"):
             continue
-        for name in files:
-            m = LOG_TOKEN.search(name)
-            if m:
-                key = (int(m.group(2)), int(m.group(1)), int(m.group(3)))
-                assert key in ran_on, f"{name}: no task (stage {key[0]}, partition {key[1]}, attempt {key[2]})"
-                writers.setdefault(ran_on[key], []).append(name)
+        m = LOG_TOKEN.search(info.name)
+        if m:
+            key = (int(m.group(2)), int(m.group(1)), int(m.group(3)))
+            assert key in ran_on, f"{info.name}: no task (stage {key[0]}, partition {key[1]}, attempt {key[2]})"
+            writers.setdefault(ran_on[key], []).append(info.name)
     assert sorted(writers) == executors, (
         f"log files written by executors {sorted(writers)} only: { ({k: len(v) for k, v in writers.items()}) }"
     )
 
+    # while the application ran, each worker kept local copies of the index state it served, in the index cache
+    # under its own local dirs (copies of files the table holds now among them: older ones may have been pruned
+    # since), and wrote nothing of ours anywhere else: its temporary directory holds nothing of the table
+    index_names = {info.name for info in storage_for(base, storage_options).list(index_state.INDEX_DIR, recursive=True)}
+    for worker in range(2):
+        copies = [
+            os.path.basename(p).partition("~")[0]
+            for p in done["cluster_files"]
+            if p.startswith(cluster.local_dir(worker) + os.sep)
+            and "hoodie_stream_index_cache" in p
+            and INDEX_FILE.match(os.path.basename(p))
+        ]
+        assert set(copies) & index_names, f"worker {worker} kept no index state copy under {cluster.local_dir(worker)}"
+        ours = [
+            p
+            for p in done["cluster_files"]
+            if p.startswith(cluster.temp_dir(worker) + os.sep) and ("hoodie" in p or ".arrow" in p)
+        ]
+        assert ours == [], f"worker {worker} wrote outside its cache directory: {ours}"
+
 
 if __name__ == "__main__":
-    if len(sys.argv) != 5 or sys.argv[1] != "driver":
-        sys.exit("usage: test_stream_cluster.py driver MASTER_URL ROOT_DIR OUT_JSONL")
+    if len(sys.argv) != 6 or sys.argv[1] != "driver":
+        sys.exit("usage: test_stream_cluster.py driver MASTER_URL ROOT_DIR OUT_JSONL TABLE_URI")
     driver_main(*sys.argv[2:])
