@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .errors import HoodieConfigError
+from .format.base_file import PARQUET_CODECS
 
 T = TypeVar("T")
 Parser = Callable[[str, str], Any]  # (key, text) -> value
@@ -138,6 +139,15 @@ def one_of(choices: Sequence[str], normalize: Callable[[str], str]) -> Parser:
     return parse
 
 
+def parquet_codec(key: str, raw: str) -> str:
+    """A parquet codec by Hudi's name, in any case (parquet-mr's CompressionCodecName.fromConf upper-cases it);
+    empty means uncompressed, as in Hudi's writers."""
+    value = raw.strip().lower() or "uncompressed"
+    if value not in PARQUET_CODECS:
+        raise _invalid(key, raw, f"one of {tuple(PARQUET_CODECS)} (in any case)")
+    return value
+
+
 def only(required: bool, reason: str) -> Parser:
     """A boolean the sink supports with one value only."""
 
@@ -174,6 +184,12 @@ class CompactionOptions:
     retain_commits: int = option("clean.retain_commits", "30", integer())
     retain_file_versions: int = option("clean.retain_file_versions", "5", integer())
     retain_hours: int = option("clean.retain_hours", "24", integer())
+    parquet_codec: str = option(
+        "hoodie.parquet.compression.codec",
+        "gzip",
+        parquet_codec,
+        "compression of the base files (and PARQUET_DATA log blocks) written",
+    )
 
 
 @dataclass(frozen=True)
@@ -259,6 +275,11 @@ class SinkOptions:
     )
     compaction: CompactionOptions = field(default_factory=CompactionOptions)
     lock: LockOptions = field(default_factory=LockOptions)
+
+    @property
+    def parquet_codec(self) -> str:
+        """hoodie.parquet.compression.codec (declared with the compaction options, whose base files it compresses)."""
+        return self.compaction.parquet_codec
 
     @property
     def max_file_size(self) -> int:

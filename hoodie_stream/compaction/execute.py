@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from ..errors import HoodieFormatError, in_task
 from ..format.avro_schema import with_meta_fields
-from ..format.base_file import BaseFileWriter, parquet_file, read_base_file
+from ..format.base_file import DEFAULT_COMPRESSION, BaseFileWriter, parquet_file, read_base_file
 from ..format.commit_metadata import WriteStat
 from ..format.file_names import base_file_name, parse_log_file_name, write_token
 from ..format.log_block import ROLLBACK_COMMAND, BlockType, HeaderKey
@@ -134,8 +134,10 @@ def compact_operation(
     committed: AbstractSet[str],
     max_memory_bytes: int,
     token: str,
+    compression: str = DEFAULT_COMPRESSION,
 ) -> tuple[WriteStat, int]:
-    """Merge one operation's slice into a new base file named with the compaction instant. Returns its WriteStat."""
+    """Merge one operation's slice into a new base file named with the compaction instant, compressed with the Hudi
+    parquet codec `compression` (hoodie.parquet.compression.codec). Returns its WriteStat and the number of key ranges merged."""
     started = time.monotonic()
     storage = storage_for(storage)
     table = HoodieTable(storage)
@@ -167,7 +169,9 @@ def compact_operation(
     name = base_file_name(file_id, token, instant)
     rel = join(partition, name)
     create_marker(storage, instant, rel, "CREATE")
-    writer = BaseFileWriter(storage, rel, schema, avro_schema_json=json.dumps(avro, separators=(",", ":")))
+    writer = BaseFileWriter(
+        storage, rel, schema, avro_schema_json=json.dumps(avro, separators=(",", ":")), compression=compression
+    )
     rows = log_records = 0
     try:
         for lo, hi in ranges:
@@ -243,16 +247,24 @@ def run_niced(nice, fn, *args):
 
 class CompactTask:
     """mapInArrow function: plan operations (JSON of `CompactionOperation.to_avro()`) in, write stats (JSON) out;
-    one operation per task."""
+    one operation per task. `compression`: the Hudi parquet codec of the base files (hoodie.parquet.compression.codec).
+    """
 
     def __init__(
-        self, storage: Storage, instant: str, committed: AbstractSet[str], max_memory_bytes: int, nice: int = 0
+        self,
+        storage: Storage,
+        instant: str,
+        committed: AbstractSet[str],
+        max_memory_bytes: int,
+        nice: int = 0,
+        compression: str = DEFAULT_COMPRESSION,
     ) -> None:
         self.storage = storage
         self.instant = instant
         self.committed = committed
         self.max_memory_bytes = max_memory_bytes
         self.nice = nice
+        self.compression = compression
 
     @in_task
     def __call__(self, batches):
@@ -272,6 +284,7 @@ class CompactTask:
                     self.committed,
                     self.max_memory_bytes,
                     token,
+                    self.compression,
                 )
                 out.append(json.dumps(dict(stat.to_dict(), __ranges=ranges)))
         yield pa.record_batch([pa.array(out, pa.string())], names=["stat"])

@@ -7,7 +7,7 @@ import pyarrow as pa
 # pyarrow.parquet is imported by the functions that use it: the write chain's workers never need to load it
 import pyarrow.compute as pc
 
-from ..errors import HoodieFormatError
+from ..errors import HoodieConfigError, HoodieFormatError
 from ..storage import storage_for
 from .avro_schema import META_FIELDS
 from .bloom_filter import TYPE_CODE, BloomFilter
@@ -19,6 +19,17 @@ MAX_KEY = "hoodie_max_record_key"
 AVRO_SCHEMA_KEY = "parquet.avro.schema"
 WRITER_MODEL_KEY = "writer.model.name"
 DEFAULT_COMPRESSION = "gzip"
+# hoodie.parquet.compression.codec values (Hudi's names, read case-insensitively as parquet-mr's
+# CompressionCodecName.fromConf reads them) -> pyarrow's codec and the level parquet-mr compresses with by default:
+# zlib's default (6) for gzip (pyarrow's own default, 9, is several times slower), 3 for zstd. lz4 is written as
+# parquet's LZ4_RAW, the only LZ4 pyarrow writes (parquet-mr writes the deprecated Hadoop-framed LZ4).
+PARQUET_CODECS = {
+    "gzip": ("gzip", 6),
+    "snappy": ("snappy", None),
+    "zstd": ("zstd", 3),
+    "lz4": ("lz4", None),
+    "uncompressed": ("none", None),
+}
 
 
 def footer_metadata(record_keys, avro_schema_json=None):
@@ -36,6 +47,15 @@ def footer_metadata(record_keys, avro_schema_json=None):
         meta[AVRO_SCHEMA_KEY] = avro_schema_json
         meta[WRITER_MODEL_KEY] = "avro"
     return meta
+
+
+def parquet_compression(codec):
+    """pyarrow's `compression` and `compression_level` for a Hudi parquet codec name (see PARQUET_CODECS)."""
+    try:
+        compression, level = PARQUET_CODECS[codec.lower()]
+    except (KeyError, AttributeError):
+        raise HoodieConfigError(f"parquet codec must be one of {tuple(PARQUET_CODECS)}, got {codec!r}") from None
+    return {"compression": compression, "compression_level": level}
 
 
 def key_range(keys):
@@ -71,8 +91,9 @@ def write_base_file(
     """Write table (meta columns are moved first) as a Hudi base file at `path` (relative to the storage root),
     atomically.
 
-    Footers: bloom filter + min/max record key (when bloom_filter and the key column is populated),
-    parquet.avro.schema and writer.model.name=avro when avro_schema_json is given. Timestamps are stored as
+    `compression` is a Hudi parquet codec name (PARQUET_CODECS). Footers: bloom filter + min/max record key (when
+    bloom_filter and the key column is populated), parquet.avro.schema and writer.model.name=avro when
+    avro_schema_json is given. Timestamps are stored as
     INT64 microseconds and decimals of precision <= 18 as INT32/INT64, as Spark writes them.
     Returns the size in bytes of the written file.
     """
@@ -89,7 +110,7 @@ def write_base_file(
         meta[WRITER_MODEL_KEY.encode()] = b"avro"
     table = table.replace_schema_metadata(meta)
     with storage.open_output(path) as f:
-        pq.write_table(table, f, **_WRITE_OPTIONS, compression=compression)
+        pq.write_table(table, f, **_WRITE_OPTIONS, **parquet_compression(compression))
         f.flush()
         return f.tell()
 
@@ -136,7 +157,7 @@ class BaseFileWriter:
     """Write a base file in chunks (bounded memory): row groups as they come, Hudi footers at close.
 
     The bloom filter and min/max record key accumulate over the chunks; the file appears under its name only when
-    close() succeeds (the storage's atomic output). abort() discards it.
+    close() succeeds (the storage's atomic output). abort() discards it. `compression`: a Hudi parquet codec name.
     """
 
     def __init__(self, storage, path, schema, *, avro_schema_json=None, compression=DEFAULT_COMPRESSION):
@@ -149,9 +170,10 @@ class BaseFileWriter:
         self.bloom = BloomFilter()
         self.min_key = self.max_key = None
         self.rows = 0
+        options = parquet_compression(compression)
         self._output = contextlib.ExitStack()
         self._file = self._output.enter_context(self.storage.open_output(path))
-        self._writer = pq.ParquetWriter(self._file, self.schema, compression=compression, **_WRITE_OPTIONS)
+        self._writer = pq.ParquetWriter(self._file, self.schema, **options, **_WRITE_OPTIONS)
 
     def write(self, table):
         if table.num_rows == 0:

@@ -8,6 +8,7 @@ import pyarrow as pa
 
 # pyarrow.parquet is imported by the functions that use it: the write chain's workers never need to load it
 from ..errors import HoodieFormatError
+from .base_file import DEFAULT_COMPRESSION, parquet_compression
 from .log_block import CONTENT_VERSION
 
 
@@ -91,12 +92,13 @@ def _walk_length_prefixes(content, pos, n):
     return np.array(starts, dtype=np.int64)
 
 
-def parquet_data_content(table, compression="gzip"):
-    """PARQUET_DATA content: the bytes of a complete parquet file holding `table`."""
+def parquet_data_content(table, compression=DEFAULT_COMPRESSION):
+    """PARQUET_DATA content: the bytes of a complete parquet file holding `table`, compressed with the Hudi parquet
+    codec `compression` (hoodie.parquet.compression.codec, as Hudi's append handle writes these blocks)."""
     import pyarrow.parquet as pq
 
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression=compression)
+    pq.write_table(table, sink, **parquet_compression(compression))
     return sink.getvalue().to_pybytes()
 
 

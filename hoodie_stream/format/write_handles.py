@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from ..storage import join, storage_for
 from .avro_encoder import encode_records
 from .avro_schema import META_FIELDS, with_meta_fields
-from .base_file import write_base_file
+from .base_file import DEFAULT_COMPRESSION, write_base_file
 from .chunked_take import RowTaker
 from .commit_metadata import WriteStat
 from .data_block import avro_data_header, avro_data_records
@@ -187,8 +187,10 @@ def create_base(
     task_id=0,
     prev_commit="null",
     io_type="CREATE",
+    compression=DEFAULT_COMPRESSION,
 ):
-    """Write a base parquet file (meta columns, bloom filter and key range footers). Returns its WriteStat."""
+    """Write a base parquet file (meta columns, bloom filter and key range footers) compressed with the Hudi parquet
+    codec `compression`. Returns its WriteStat."""
     started = time.monotonic()
     storage = storage_for(storage)
     check_partition_path(partition)
@@ -197,7 +199,9 @@ def create_base(
     path = join(partition, name)
     table = with_meta_columns(records, keys, partition, instant, task_id, name)
     create_marker(storage, instant, path, io_type)
-    size = write_base_file(storage, path, table, avro_schema_json=_dumps(with_meta_fields(avro_schema)))
+    size = write_base_file(
+        storage, path, table, avro_schema_json=_dumps(with_meta_fields(avro_schema)), compression=compression
+    )
     n = records.num_rows
     return WriteStat(
         file_id=file_id,

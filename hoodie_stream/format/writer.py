@@ -20,6 +20,7 @@ import pyarrow as pa
 from ..errors import HoodieError, HoodieTimelineError
 from ..storage import Storage, storage_for
 from .avro_schema import arrow_to_avro_schema, avro_to_arrow_schema
+from .base_file import DEFAULT_COMPRESSION, parquet_compression
 from .commit_metadata import CommitMetadata, WriteStat
 from .file_names import new_file_id
 from .keygen import make_key_generator
@@ -61,8 +62,16 @@ def table_avro_schema(table_name, arrow_schema):
 class HoodieWriter:
     """Writes instants into one table (single writer)."""
 
-    def __init__(self, path: str | Storage, storage_options: Mapping[str, Any] | None = None) -> None:
-        """`path`: the table's base path (local path or URI, see `storage_for`) or a `Storage` rooted at it."""
+    def __init__(
+        self,
+        path: str | Storage,
+        storage_options: Mapping[str, Any] | None = None,
+        parquet_codec: str = DEFAULT_COMPRESSION,
+    ) -> None:
+        """`path`: the table's base path (local path or URI, see `storage_for`) or a `Storage` rooted at it.
+        `parquet_codec`: the compression of the base files it writes (hoodie.parquet.compression.codec)."""
+        parquet_compression(parquet_codec)  # an unknown codec is refused before anything is read or written
+        self.parquet_codec = parquet_codec
         self.storage = storage_for(path, storage_options)
         self.path = self.storage.uri
         self.config = TableConfig.load(self.storage)
@@ -86,8 +95,10 @@ class HoodieWriter:
         payload_class: str | None = None,
         extra: Mapping[str, str] | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        parquet_codec: str = DEFAULT_COMPRESSION,
     ) -> "HoodieWriter":
         """Create a MERGE_ON_READ table (hoodie.properties and the .hoodie layout) and return its writer."""
+        parquet_compression(parquet_codec)
         if isinstance(schema, pa.Schema):
             avro = table_avro_schema(table_name, schema)
         else:
@@ -115,7 +126,7 @@ class HoodieWriter:
             schema_avro=json.dumps(avro, separators=(",", ":")),
             extra=extra,
         )
-        return cls(storage)
+        return cls(storage, parquet_codec=parquet_codec)
 
     def avro_schema(self) -> dict[str, Any]:
         """The current table schema (latest commit's, else the create schema)."""
@@ -244,6 +255,7 @@ class Transaction:
             records,
             keys,
             task_id=task_id,
+            compression=self.writer.parquet_codec,
         )
         self.stats.append(stat)
         return stat
