@@ -25,8 +25,10 @@ from .avro_schema import (
 )
 
 
-def decode_records(buffer, offsets, avro_schema, arrow_schema=None, reader_schema=None):
-    """Arrow table of the Avro records buffer[offsets[i]:offsets[i+1]] written with `avro_schema`.
+def decode_records(buffer, offsets, avro_schema, arrow_schema=None, reader_schema=None, ends=None):
+    """Arrow table of the Avro records buffer[offsets[i]:offsets[i+1]] written with `avro_schema`; with `ends`, of
+    the records buffer[offsets[i]:ends[i]] (one offset per record: records with bytes between them, such as the
+    length-prefixed records of an AVRO_DATA block's content).
 
     reader_schema (Avro) and/or arrow_schema give the result shape: columns are matched by name (also
     inside structs); reader fields the writer lacks come back null, writer fields the reader lacks are
@@ -34,23 +36,27 @@ def decode_records(buffer, offsets, avro_schema, arrow_schema=None, reader_schem
     """
     schema = parse_avro_schema(avro_schema)
     offsets = np.asarray(offsets, np.int64)
-    n = len(offsets) - 1
+    if ends is None:
+        starts, ends = offsets[:-1], offsets[1:]
+    else:
+        starts, ends = offsets, np.asarray(ends, np.int64)
+    n = len(starts)
     target = arrow_schema
     if target is None and reader_schema is not None:
         target = avro_to_arrow_schema(reader_schema)
     if not vectorizable(schema):
-        return _decode_fastavro(buffer, offsets, schema, target)
+        return _decode_fastavro(buffer, starts, ends, schema, target)
     try:
         writer_fields = [avro_field_to_arrow(f["name"], f["type"]) for f in schema["fields"]]
-        reader = _Reader(buffer, int(offsets[-1]) if len(offsets) else 0)
-        pos = offsets[:-1].copy()
+        reader = _Reader(buffer, int(ends.max()) if n else 0)
+        pos = starts.copy()
         columns = [reader.decode(f["type"], pos, None) for f in schema["fields"]]
     except NotVectorizable:
-        return _decode_fastavro(buffer, offsets, schema, target)
-    if n and not np.array_equal(pos, offsets[1:]):
-        bad = int(np.flatnonzero(pos != offsets[1:])[0])
+        return _decode_fastavro(buffer, starts, ends, schema, target)
+    if n and not np.array_equal(pos, ends):
+        bad = int(np.flatnonzero(pos != ends)[0])
         raise HoodieFormatError(
-            f"Avro record {bad}: decoded {pos[bad] - offsets[bad]} bytes, record has {offsets[bad + 1] - offsets[bad]}"
+            f"Avro record {bad}: decoded {pos[bad] - starts[bad]} bytes, record has {ends[bad] - starts[bad]}"
         )
     table = pa.Table.from_arrays(columns, schema=pa.schema(writer_fields))
     return conform_table(table, target) if target is not None else table
@@ -296,13 +302,13 @@ def _prim(t, values, idx, m, sel, width=None):
     return pa.Array.from_buffers(t, m, [validity, data], null_count=-1 if sel is not None else 0)
 
 
-def _decode_fastavro(buffer, offsets, schema, target):
+def _decode_fastavro(buffer, starts, ends, schema, target):
     """Record-at-a-time fallback through fastavro.schemaless_reader."""
     parsed = fastavro.parse_schema(schema)
     view = memoryview(bytes(buffer))
     rows = [
         fastavro.schemaless_reader(io.BytesIO(view[int(a) : int(b)]), parsed, return_record_name=False)
-        for a, b in zip(offsets[:-1], offsets[1:])
+        for a, b in zip(starts, ends)
     ]
     if target is None:
         target = avro_to_arrow_schema(schema)

@@ -51,6 +51,20 @@ def avro_data_records(records_buffer, offsets):
 
 def split_avro_data_content(content):
     """Inverse of avro_data_content: (buffer of the records back to back, int64 offsets of n+1 entries)."""
+    starts, ends = avro_record_bounds(content)
+    raw = np.frombuffer(content, dtype=np.uint8)
+    is_data = np.ones(len(raw), dtype=bool)
+    is_data[:8] = False
+    is_data[(starts[:, None] - 4 + np.arange(4)).ravel()] = False
+    offsets = np.zeros(len(starts) + 1, dtype=np.int64)
+    np.cumsum(ends - starts, out=offsets[1:])
+    return raw[is_data].tobytes(), offsets
+
+
+def avro_record_bounds(content):
+    """(starts, ends): int64 positions of the records of AVRO_DATA content, record i being
+    content[starts[i]:ends[i]] (after its length prefix). Every length is checked, as a reader walking the
+    prefixes one by one checks them, and the same errors are raised."""
     if len(content) < 8:
         raise HoodieFormatError(f"avro data block content of {len(content)} bytes is too short")
     version, n = struct.unpack_from(">ii", content, 0)
@@ -58,38 +72,126 @@ def split_avro_data_content(content):
         raise HoodieFormatError(f"avro data block content version {version} is not supported (only 3)")
     if n < 0:
         raise HoodieFormatError(f"avro data block has a negative record count {n}")
-    starts = _walk_length_prefixes(content, 8, n)
-    raw = np.frombuffer(content, dtype=np.uint8)
-    is_data = np.ones(len(raw), dtype=bool)
-    is_data[:8] = False
-    lengths = np.zeros(n, dtype=np.int64)
-    if n:
-        prefix_idx = (starts[:, None] - 4 + np.arange(4)).ravel()
-        lengths = raw[prefix_idx].view(">i4").astype(np.int64)
-        is_data[prefix_idx] = False
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return raw[is_data].tobytes(), offsets
+    return _walk_length_prefixes(np.frombuffer(content, dtype=np.uint8), n)
 
 
-def _walk_length_prefixes(content, pos, n):
-    """Start positions of the n records (each after its int32 length prefix); checks every length."""
-    unpack = struct.Struct(">i").unpack_from
-    size = len(content)
-    starts = [0] * n
-    try:
-        for i in range(n):
-            (length,) = unpack(content, pos)
-            pos += 4
-            starts[i] = pos
-            pos += length
-            if length < 0 or pos > size:
-                raise HoodieFormatError(f"avro data block record {i}: length {length} runs past the content end")
-    except struct.error:
-        raise HoodieFormatError(f"avro data block: record length prefix at {pos} runs past the content end") from None
-    if pos != size:
-        raise HoodieFormatError(f"avro data block: {size - pos} trailing bytes after {n} records")
-    return np.array(starts, dtype=np.int64)
+# The walk over the records' int32 length prefixes, vectorized. Record i's prefix sits where record i - 1 ends, so
+# the walk is a chain of positions: from 8, each prefix position p leads to p + 4 + length(p). Instead of following
+# it record by record, every position that could hold a prefix (a "node") gets its successor at once:
+# 1. nodes: positions whose int32 would be a length that fits the content. First only those whose first two bytes
+#    are zero (lengths under 64 KiB: few nodes besides the real prefixes), then, if the walk fails with those, every
+#    position whose first byte allows a fitting length.
+# 2. pruning, a round at a time until the nodes in order are a walk of n records from 8 to the content end: a node
+#    of the walk leads to another node (or to the end) and is led to by one (or is the first prefix, at 8).
+# 3. when rounds stop removing nodes first (records of zeros leave chains of nodes beside the walk), pointer
+#    doubling over the nodes gives the walk's first n + 1 steps in log2(n) array operations.
+# A walk found this way follows the real lengths from position 8, so it is the walk; when none exists, the first
+# record that breaks it gets the error a record-by-record reader raises.
+_PRUNE_ROUNDS = 8
+_SCAN_BYTES = 1 << 20  # the content is scanned for nodes this many bytes at a time (small temporary arrays)
+
+
+def _walk_length_prefixes(raw, n):
+    size = len(raw)
+    if n == 0:
+        if size != 8:
+            raise HoodieFormatError(f"avro data block: {size - 8} trailing bytes after 0 records")
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    mark = np.zeros(size + 1, dtype=bool)  # scratch of _prune, all false between uses
+    for short_lengths in (True, False):
+        nodes, succ = _prefix_nodes(raw, short_lengths)
+        for _ in range(_PRUNE_ROUNDS):
+            if len(nodes) == n and nodes[0] == 8 and succ[-1] == size and np.array_equal(succ[:-1], nodes[1:]):
+                return nodes + 4, succ
+            keep = _prune(nodes, succ, mark)
+            removed = len(keep) - int(np.count_nonzero(keep))
+            if not removed or (removed < len(nodes) // 100 and len(nodes) - n > n // 100):
+                break  # the rounds make no headway on this many extra nodes
+            nodes, succ = np.compress(keep, nodes), np.compress(keep, succ)
+        steps = _walk_steps(nodes, succ, n, size)
+        if len(steps) == n + 1 and steps[n] == len(nodes) and (steps[:n] < len(nodes)).all():
+            return nodes[steps[:n]] + 4, succ[steps[:n]]
+    _raise_walk_error(raw, n, nodes, succ, steps)
+
+
+def _prefix_nodes(raw, short_lengths):
+    """(positions, successors) of the positions from 8 that could hold a length prefix leading inside the content:
+    with short_lengths only those whose first two bytes are zero."""
+    size = len(raw)
+    last = size - 4  # the last position a prefix fits at
+    top = max(size - 12, 0) >> 24  # the largest first byte of a length that fits
+    found = []
+    for start in range(8, last + 1, _SCAN_BYTES):
+        head = raw[start : min(start + _SCAN_BYTES, last + 1) + 1]  # one byte more: the second byte of the last
+        if short_lengths:
+            zero = head == 0
+            maybe = zero[:-1] & zero[1:]
+        else:
+            maybe = head[:-1] <= top
+        found.append(np.flatnonzero(maybe) + start)
+    pos = np.concatenate(found) if found else np.zeros(0, np.int64)
+    if short_lengths:
+        length = raw[pos + 2].astype(np.int64) << 8
+    else:
+        length = raw[pos].astype(np.int64) << 24
+        length |= raw[pos + 1].astype(np.int64) << 16
+        length |= raw[pos + 2].astype(np.int64) << 8
+    length |= raw[pos + 3]
+    succ = pos + 4 + length
+    fits = succ <= size
+    return np.compress(fits, pos), np.compress(fits, succ)
+
+
+def _prune(nodes, succ, mark):
+    """Which nodes lead to a node (or to the end, the last entry of `mark`) and are led to by one (or are at 8)."""
+    if not len(nodes):
+        return np.ones(0, dtype=bool)
+    mark[nodes] = True
+    mark[-1] = True
+    keep = mark[succ]
+    mark[nodes] = False
+    mark[-1] = False
+    mark[succ] = True
+    keep &= mark[nodes]
+    keep[0] |= nodes[0] == 8
+    mark[succ] = False
+    return keep
+
+
+def _walk_steps(nodes, succ, n, size):
+    """The node index of each of the walk's first n + 1 steps from position 8, by pointer doubling: len(nodes) once
+    the walk has reached the content end, len(nodes) + 1 after a position that is no node. The steps stop early (but
+    past the last node) when the walk ends before n + 1 steps, whatever the count n claims."""
+    m = len(nodes)
+    end, dead = m, m + 1
+    at = np.searchsorted(nodes, succ)
+    known = nodes[np.minimum(at, m - 1)] == succ if m else np.zeros(0, dtype=bool)
+    jump = np.full(m + 2, dead, dtype=np.int64)
+    jump[:m][known] = at[known]
+    jump[:m][succ == size] = end
+    steps = np.array([0 if m and nodes[0] == 8 else dead], dtype=np.int64)
+    while len(steps) < n + 1 and steps[-1] < m:
+        steps = np.concatenate([steps, jump[steps]])
+        jump = jump[jump]
+    return steps[: n + 1]
+
+
+def _raise_walk_error(raw, n, nodes, succ, steps):
+    """Raise the error of the first record whose length prefix does not fit (or of trailing bytes). The walk's nodes
+    end at most a few records before it (pruning removed those whose successor breaks): the rest is stepped."""
+    size = len(raw)
+    broken = steps[:n] >= len(nodes)
+    k = int(np.argmax(broken)) if broken.any() else n
+    pos = 8 if k == 0 else int(succ[steps[k - 1]])
+    while k < n:
+        if pos + 4 > size:
+            raise HoodieFormatError(f"avro data block: record length prefix at {pos} runs past the content end")
+        (length,) = struct.unpack_from(">i", raw, pos)
+        pos += 4 + length
+        if length < 0 or pos > size:
+            raise HoodieFormatError(f"avro data block record {k}: length {length} runs past the content end")
+        k += 1
+    raise HoodieFormatError(f"avro data block: {size - pos} trailing bytes after {n} records")
 
 
 def parquet_data_content(table, compression=DEFAULT_COMPRESSION):

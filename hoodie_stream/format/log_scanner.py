@@ -9,7 +9,7 @@ import json
 
 from ..errors import HoodieFormatError
 from .avro_decoder import decode_records
-from .data_block import read_parquet_content, split_avro_data_content
+from .data_block import avro_record_bounds, read_parquet_content
 from .delete_block import parse_delete_content
 from .log_block import ROLLBACK_COMMAND, BlockType, HeaderKey
 from .log_reader import read_log_file
@@ -41,8 +41,8 @@ def block_versions(blocks, ordering_field=None, ordering_type=None, path=""):
     for block in blocks:
         if block.block_type == BlockType.AVRO_DATA:
             writer_schema = json.loads(block.header[HeaderKey.SCHEMA])
-            buffer, offsets = split_avro_data_content(block.content)
-            versions.append(Version(decode_records(buffer, offsets, writer_schema)))
+            starts, ends = avro_record_bounds(block.content)
+            versions.append(Version(decode_records(block.content, starts, writer_schema, ends=ends)))
         elif block.block_type == BlockType.PARQUET_DATA:
             versions.append(Version(read_parquet_content(block.content)))
         elif block.block_type == BlockType.DELETE:
