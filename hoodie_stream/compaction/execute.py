@@ -12,6 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Set as AbstractSet
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +29,7 @@ from ..format.log_block import ROLLBACK_COMMAND, BlockType, HeaderKey
 from ..format.log_reader import read_log_file
 from ..format.log_scanner import block_versions
 from ..format.markers import create_marker
-from ..format.merge import KEY, Version, merge, merge_mode
+from ..format.merge import KEY, Version, merge_mode, merge_pieces
 from ..format.reader import HoodieTable
 from ..format.string_buffers import constant_strings
 from ..storage import Storage, join, storage_for
@@ -39,10 +40,26 @@ FILE_NAME = "_hoodie_file_name"
 LOG_EXPANSION = 2.0
 
 
-def _rolled_back_targets(storage, log_paths, counts):
+def _log_reader(storage, hold):
+    """read(path): the blocks of a log file; with `hold`, each file is read once and its blocks kept for the next
+    read (a slice merged in one key range reads its log files for the rolled-back instants, then for the records)."""
+    held = {}
+
+    def read(path):
+        if path in held:
+            return held[path]
+        blocks = read_log_file(storage, path)
+        if hold:
+            held[path] = blocks
+        return blocks
+
+    return read
+
+
+def _rolled_back_targets(read, log_paths, counts):
     targets = set()
     for path in log_paths:
-        for block in read_log_file(storage, path):
+        for block in read(path):
             if (
                 block.block_type == BlockType.COMMAND
                 and counts(block.header.get(HeaderKey.INSTANT_TIME))
@@ -52,22 +69,28 @@ def _rolled_back_targets(storage, log_paths, counts):
     return targets
 
 
-def _log_versions(storage, log_paths, counts, cancelled, ordering, ordering_type, key_filter):
-    """Record versions of the log files, one file in memory at a time, filtered to a key range."""
+def _log_versions(read, log_paths, counts, cancelled, ordering, ordering_type, key_filter):
+    """Record versions of the log files, one file in memory at a time (unless `read` holds them), filtered to a key
+    range (key_filter None: all)."""
     for path in log_paths:
         blocks = [
             b
-            for b in read_log_file(storage, path)
+            for b in read(path)
             if b.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE)
             and counts(b.header.get(HeaderKey.INSTANT_TIME))
             and b.header.get(HeaderKey.INSTANT_TIME) not in cancelled
         ]
         for block in blocks:
             for v in block_versions([block], ordering, ordering_type, path):
-                yield Version(key_filter(v.table), v.is_delete)
+                yield v if key_filter is None else Version(key_filter(v.table), v.is_delete)
 
 
 def _base_version(storage, path, key_filter):
+    """The base file's records in a key range: read a batch at a time and filtered; the whole file at once (with the
+    reader's threads) when the range is everything."""
+    if key_filter is None:
+        table = read_base_file(storage, path)
+        return Version(table) if table.num_rows else None
     parts = []
     with parquet_file(storage, path) as pf:
         for batch in pf.iter_batches(batch_size=65_536):
@@ -79,12 +102,12 @@ def _base_version(storage, path, key_filter):
     return Version(pa.concat_tables(parts))
 
 
-def _key_sample(storage, base_path, log_paths, counts, cancelled, ordering, ordering_type):
+def _key_sample(storage, base_path, read, log_paths, counts, cancelled, ordering, ordering_type):
     """Sorted unique record keys of the slice (the key column only)."""
     keys = []
     if base_path:
         keys.append(read_base_file(storage, base_path, columns=[KEY])[KEY].combine_chunks())
-    for v in _log_versions(storage, log_paths, counts, cancelled, ordering, ordering_type, lambda t: t.select([KEY])):
+    for v in _log_versions(read, log_paths, counts, cancelled, ordering, ordering_type, lambda t: t.select([KEY])):
         keys.append(v.table[KEY].combine_chunks())
     if not keys:
         return pa.array([], pa.string())
@@ -100,9 +123,11 @@ def _ranges(sample, k):
 
 
 def _range_filter(lo, hi):
+    """A function keeping the rows of a table whose key is in [lo, hi) (None: unbounded); None for everything."""
+    if lo is None and hi is None:
+        return None
+
     def keep(table):
-        if lo is None and hi is None:
-            return table
         keys = table[KEY]
         mask = None
         if lo is not None:
@@ -137,7 +162,8 @@ def compact_operation(
     compression: str = DEFAULT_COMPRESSION,
 ) -> tuple[WriteStat, int]:
     """Merge one operation's slice into a new base file named with the compaction instant, compressed with the Hudi
-    parquet codec `compression` (hoodie.parquet.compression.codec). Returns its WriteStat and the number of key ranges merged."""
+    parquet codec `compression` (hoodie.parquet.compression.codec). Returns its WriteStat and the number of key
+    ranges merged."""
     started = time.monotonic()
     storage = storage_for(storage)
     table = HoodieTable(storage)
@@ -159,10 +185,11 @@ def compact_operation(
     def counts(t):
         return t in committed and t < instant
 
-    cancelled = _rolled_back_targets(storage, log_paths, counts)
     k = max(1, math.ceil(estimate_memory(storage, op) / max_memory_bytes))
+    read = _log_reader(storage, hold=k == 1)
+    cancelled = _rolled_back_targets(read, log_paths, counts)
     ranges = (
-        _ranges(_key_sample(storage, base_path, log_paths, counts, cancelled, ordering, ordering_type), k)
+        _ranges(_key_sample(storage, base_path, read, log_paths, counts, cancelled, ordering, ordering_type), k)
         if k > 1
         else [(None, None)]
     )
@@ -174,24 +201,25 @@ def compact_operation(
     )
     rows = log_records = 0
     try:
-        for lo, hi in ranges:
-            keep = _range_filter(lo, hi)
-            versions = []
-            if base_path:
-                v = _base_version(storage, base_path, keep)
-                if v is not None:
-                    versions.append(v)
-            for v in _log_versions(storage, log_paths, counts, cancelled, ordering, ordering_type, keep):
-                log_records += v.table.num_rows
-                versions.append(v)
-            merged = merge(versions, schema, mode, ordering)
-            if merged.num_rows:
-                merged = merged.set_column(
-                    merged.column_names.index(FILE_NAME), FILE_NAME, constant_strings(name, merged.num_rows)
-                )
-                writer.write(merged)
-                rows += merged.num_rows
-            del versions, merged
+        with ThreadPoolExecutor(1, thread_name_prefix="hoodie-compaction-base") as reading:
+            for lo, hi in ranges:
+                keep = _range_filter(lo, hi)
+                # the base file is read in a thread while the log files are decoded
+                base = reading.submit(_base_version, storage, base_path, keep) if base_path else None
+                logs = list(_log_versions(read, log_paths, counts, cancelled, ordering, ordering_type, keep))
+                log_records += sum(v.table.num_rows for v in logs)
+                versions = [] if base is None or base.result() is None else [base.result()]
+                versions += logs
+                del base, logs
+                # the rows no log touches are written (in the writer's threads) while the contested keys are merged
+                for merged in merge_pieces(versions, schema, mode, ordering):
+                    if merged.num_rows:
+                        name_column = constant_strings(name, merged.num_rows)
+                        merged = merged.set_column(merged.column_names.index(FILE_NAME), FILE_NAME, name_column)
+                        writer.write(merged)
+                        rows += merged.num_rows
+                    del merged
+                del versions
         size = writer.close()
     except BaseException:
         writer.abort()

@@ -1,6 +1,7 @@
 """Parquet base files: meta columns first, then data columns; Hudi footer metadata (bloom filter, key range)."""
 
 import contextlib
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
@@ -156,8 +157,11 @@ def read_bloom_filter(storage, path):
 class BaseFileWriter:
     """Write a base file in chunks (bounded memory): row groups as they come, Hudi footers at close.
 
-    The bloom filter and min/max record key accumulate over the chunks; the file appears under its name only when
-    close() succeeds (the storage's atomic output). abort() discards it. `compression`: a Hudi parquet codec name.
+    A chunk is written in two threads of the writer while the caller prepares the next one: one encodes and
+    compresses its rows, the other adds its keys to the bloom filter and the min/max record key (both are sums over
+    the chunks, in order). write() first waits for the previous chunk: one chunk at most is in flight. The file
+    appears under its name only when close() succeeds (the storage's atomic output); abort() discards it.
+    `compression`: a Hudi parquet codec name.
     """
 
     def __init__(self, storage, path, schema, *, avro_schema_json=None, compression=DEFAULT_COMPRESSION):
@@ -171,35 +175,51 @@ class BaseFileWriter:
         self.min_key = self.max_key = None
         self.rows = 0
         options = parquet_compression(compression)
+        self._threads = ThreadPoolExecutor(2, thread_name_prefix="hoodie-base-file")
+        self._in_flight = []
         self._output = contextlib.ExitStack()
+        self._output.callback(self._threads.shutdown)
         self._file = self._output.enter_context(self.storage.open_output(path))
         self._writer = pq.ParquetWriter(self._file, self.schema, **options, **_WRITE_OPTIONS)
 
     def write(self, table):
         if table.num_rows == 0:
             return
+        self._wait()
         table = _ordered(table).cast(self.schema)
         keys = table["_hoodie_record_key"].combine_chunks()
         if keys.null_count:
             raise HoodieFormatError(f"{self.storage.uri_of(self.path)}: records need a non-null _hoodie_record_key")
-        self.bloom.add_keys(keys)
+        self._in_flight = [
+            self._threads.submit(self._writer.write_table, table),
+            self._threads.submit(self._add_keys, keys),
+        ]
+        self.rows += table.num_rows
+
+    def _wait(self):
+        in_flight, self._in_flight = self._in_flight, []
+        for done in in_flight:
+            done.result()
+
+    def _add_keys(self, keys):
+        for start in range(0, len(keys), _BLOOM_CHUNK):
+            self.bloom.add_keys(keys.slice(start, _BLOOM_CHUNK))
         low, high = key_range(keys)
         if self.min_key is None or _java_less(low, self.min_key):
             self.min_key = low
         if self.max_key is None or _java_less(self.max_key, high):
             self.max_key = high
-        self._writer.write_table(table)
-        self.rows += table.num_rows
 
     def close(self):
         """Finish the file; returns its size in bytes."""
-        meta = {BLOOM_FILTER_KEY: self.bloom.serialize(), BLOOM_TYPE_CODE_KEY: TYPE_CODE}
-        if self.min_key is not None:
-            meta[MIN_KEY], meta[MAX_KEY] = self.min_key, self.max_key
-        if self.avro_schema_json is not None:
-            meta[AVRO_SCHEMA_KEY] = self.avro_schema_json
-            meta[WRITER_MODEL_KEY] = "avro"
         try:
+            self._wait()
+            meta = {BLOOM_FILTER_KEY: self.bloom.serialize(), BLOOM_TYPE_CODE_KEY: TYPE_CODE}
+            if self.min_key is not None:
+                meta[MIN_KEY], meta[MAX_KEY] = self.min_key, self.max_key
+            if self.avro_schema_json is not None:
+                meta[AVRO_SCHEMA_KEY] = self.avro_schema_json
+                meta[WRITER_MODEL_KEY] = "avro"
             self._writer.add_key_value_metadata(meta)
             self._writer.close()
             self._file.flush()
@@ -211,12 +231,22 @@ class BaseFileWriter:
         return size
 
     def abort(self):
+        for pending in self._in_flight:
+            try:
+                pending.result()
+            except BaseException:
+                pass
+        self._in_flight = []
         try:
             self._writer.close()
         except Exception:
             pass
         # leaving the output with an error discards the file
         self._output.__exit__(HoodieFormatError, HoodieFormatError("aborted"), None)
+
+
+# keys hashed into the bloom filter at a time: the hashes of a chunk stay in the CPU caches
+_BLOOM_CHUNK = 65_536
 
 
 def _java_less(a, b):

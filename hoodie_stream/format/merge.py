@@ -88,10 +88,20 @@ def merge(versions, schema, mode=COMMIT_TIME_ORDERING, ordering_field=None, keep
     With keep_deletes the result has a boolean column `__hs_del` marking deleted keys (used by compaction and
     incremental reads).
     """
-    versions = [v for v in versions if v.table.num_rows]
-    if not versions:
+    pieces = list(merge_pieces(versions, schema, mode, ordering_field, keep_deletes))
+    if not pieces:
         empty = schema.empty_table()
         return empty.append_column(_DEL, pa.array([], pa.bool_())) if keep_deletes else empty
+    return pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
+
+
+def merge_pieces(versions, schema, mode=COMMIT_TIME_ORDERING, ordering_field=None, keep_deletes=False):
+    """merge(), as the tables whose concatenation is its result, each yielded as soon as it is known: first the
+    rows of the first version (the base file) that no later version touches, passed straight through, then the
+    winners of the contested keys. A caller can write the first while the second is worked out."""
+    versions = [v for v in versions if v.table.num_rows]
+    if not versions:
+        return
     parts = []
     offset = 0
     for v in versions:
@@ -105,39 +115,21 @@ def merge(versions, schema, mode=COMMIT_TIME_ORDERING, ordering_field=None, keep
         else:
             natural = pa.array(np.full(n, v.is_delete and mode == EVENT_TIME_ORDERING, dtype=bool))
         parts.append(t.append_column(_SEQ, seq).append_column(_DEL, deleted).append_column(_NATURAL, natural))
-    if len(parts) == 1:
-        combined = parts[0]
-    else:
-        combined = _only_touched(parts)
-    winners = _pick_winners(combined, mode, ordering_field)
-    if not keep_deletes:
+    contested = parts[0]
+    if len(parts) > 1:
+        first, rest = parts[0], pa.concat_tables(parts[1:])
+        touched = pc.is_in(first[KEY], value_set=pc.unique(rest[KEY]))
+        passed = pc.invert(touched) if keep_deletes else pc.and_not(pc.invert(touched), first[_DEL])
+        yield _finish(first.filter(passed), keep_deletes)
+        contested = pa.concat_tables([first.filter(touched), rest])
+    winners = _pick(contested, mode, ordering_field)
+    if not keep_deletes and pc.any(winners[_DEL]).as_py():
         winners = winners.filter(pc.invert(winners[_DEL]))
-        return winners.drop_columns([_SEQ, _NATURAL, _DEL])
-    return winners.drop_columns([_SEQ, _NATURAL])
+    yield _finish(winners, keep_deletes)
 
 
-def _only_touched(parts):
-    """Concatenate, passing rows of the first (base) part that no later part touches straight through."""
-    first, rest = parts[0], pa.concat_tables(parts[1:])
-    touched = pc.is_in(first[KEY], value_set=pc.unique(rest[KEY]))
-    untouched = first.filter(pc.invert(touched))
-    contested = pa.concat_tables([first.filter(touched), rest])
-    return _Split(untouched, contested)
-
-
-class _Split:
-    __slots__ = ("untouched", "contested")
-
-    def __init__(self, untouched, contested):
-        self.untouched = untouched
-        self.contested = contested
-
-
-def _pick_winners(combined, mode, ordering_field):
-    if isinstance(combined, _Split):
-        picked = _pick(combined.contested, mode, ordering_field)
-        return pa.concat_tables([combined.untouched, picked])
-    return _pick(combined, mode, ordering_field)
+def _finish(table, keep_deletes):
+    return table.drop_columns([_SEQ, _NATURAL] if keep_deletes else [_SEQ, _NATURAL, _DEL])
 
 
 def _pick(table, mode, ordering_field):
