@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hoodie_stream.errors import HoodieFormatError
+from hoodie_stream.format import data_block
 from hoodie_stream.format.avro_decoder import decode_records
 from hoodie_stream.format.avro_encoder import encode_records
 from hoodie_stream.format.data_block import avro_data_content, avro_record_bounds, split_avro_data_content
@@ -105,6 +106,21 @@ def test_broken_blocks_raise_what_the_plain_walk_raises(records, data):
         at_ = 8 + sum(4 + len(r) for r in records[:k])
         content = content[:at_] + struct.pack(">i", -data.draw(st.integers(1, 5))) + content[at_ + 4 :]
     assert_same_walk(content)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(raw_records, max_size=40), st.sampled_from([12, 13, 64, 1000]), st.data())
+def test_the_walk_across_segments(records, segment, data):
+    """The content taken a few bytes at a time: the walk goes on from segment to segment, breaks where it breaks."""
+    content = content_of(records)
+    if data.draw(st.booleans()) and len(content) > 8:
+        content = content[: data.draw(st.integers(8, len(content) - 1))]
+    saved = data_block._SEGMENT
+    data_block._SEGMENT = segment
+    try:
+        assert_same_walk(content)
+    finally:
+        data_block._SEGMENT = saved
 
 
 def test_header_errors():

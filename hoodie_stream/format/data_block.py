@@ -77,59 +77,85 @@ def avro_record_bounds(content):
 
 # The walk over the records' int32 length prefixes, vectorized. Record i's prefix sits where record i - 1 ends, so
 # the walk is a chain of positions: from 8, each prefix position p leads to p + 4 + length(p). Instead of following
-# it record by record, every position that could hold a prefix (a "node") gets its successor at once:
+# it record by record, the content is taken a segment (_SEGMENT bytes) at a time from the walk's position there, and
+# every position of the segment that could hold a prefix (a "node") gets its successor at once:
 # 1. nodes: positions whose int32 would be a length that fits the content. First only those whose first two bytes
 #    are zero (lengths under 64 KiB: few nodes besides the real prefixes), then, if the walk fails with those, every
 #    position whose first byte allows a fitting length.
-# 2. pruning, a round at a time until the nodes in order are a walk of n records from 8 to the content end: a node
-#    of the walk leads to another node (or to the end) and is led to by one (or is the first prefix, at 8).
+# 2. pruning, a round at a time until the nodes in order are a walk from the segment's first position out of the
+#    segment: a node of the walk leads to another node (or out) and is led to by one (or is the first).
 # 3. when rounds stop removing nodes first (records of zeros leave chains of nodes beside the walk), pointer
-#    doubling over the nodes gives the walk's first n + 1 steps in log2(n) array operations.
-# A walk found this way follows the real lengths from position 8, so it is the walk; when none exists, the first
-# record that breaks it gets the error a record-by-record reader raises.
+#    doubling over the nodes gives the walk in log2 array operations.
+# A walk found this way follows the real lengths, so it is the walk; where none exists, the first record that breaks
+# it gets the error a record-by-record reader raises. Segments keep the arrays the pruning marks in the CPU caches.
+_SEGMENT = 1 << 20
 _PRUNE_ROUNDS = 8
-_SCAN_BYTES = 1 << 20  # the content is scanned for nodes this many bytes at a time (small temporary arrays)
 
 
 def _walk_length_prefixes(raw, n):
     size = len(raw)
-    if n == 0:
-        if size != 8:
-            raise HoodieFormatError(f"avro data block: {size - 8} trailing bytes after 0 records")
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    mark = np.zeros(size + 1, dtype=bool)  # scratch of _prune, all false between uses
-    for short_lengths in (True, False):
-        nodes, succ = _prefix_nodes(raw, short_lengths)
-        for _ in range(_PRUNE_ROUNDS):
-            if len(nodes) == n and nodes[0] == 8 and succ[-1] == size and np.array_equal(succ[:-1], nodes[1:]):
-                return nodes + 4, succ
-            keep = _prune(nodes, succ, mark)
-            removed = len(keep) - int(np.count_nonzero(keep))
-            if not removed or (removed < len(nodes) // 100 and len(nodes) - n > n // 100):
-                break  # the rounds make no headway on this many extra nodes
-            nodes, succ = np.compress(keep, nodes), np.compress(keep, succ)
-        steps = _walk_steps(nodes, succ, n, size)
-        if len(steps) == n + 1 and steps[n] == len(nodes) and (steps[:n] < len(nodes)).all():
-            return nodes[steps[:n]] + 4, succ[steps[:n]]
-    _raise_walk_error(raw, n, nodes, succ, steps)
+    starts, ends = [], []
+    found, at = 0, 8  # records walked; the position of the next one's prefix
+    while found < n and at + 4 <= size:
+        limit = size if size - at <= _SEGMENT else at + _SEGMENT
+        for short_lengths in (True, False):
+            nodes, succ, steps = _segment_walk(raw, at, limit, n - found, short_lengths)
+            real = len(steps) - int(steps[-1] >= len(nodes))  # the steps on nodes; a last one leaves or breaks
+            walked = steps[: min(real, n - found)]
+            complete = len(walked) == n - found or steps[-1] == len(nodes)
+            if complete:
+                break
+        if len(walked):
+            starts.append(nodes[walked] + 4)
+            ends.append(succ[walked])
+            found += len(walked)
+            at = int(succ[walked[-1]])
+        if not complete:
+            break
+    if found == n and at == size:
+        if not starts:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(starts), np.concatenate(ends)
+    _raise_walk_error(raw, n, found, at)
 
 
-def _prefix_nodes(raw, short_lengths):
-    """(positions, successors) of the positions from 8 that could hold a length prefix leading inside the content:
-    with short_lengths only those whose first two bytes are zero."""
+def _segment_walk(raw, at, limit, most, short_lengths):
+    """(nodes, successors, steps) of the walk from `at` over the nodes in [at, limit): the node index of each step,
+    at most `most` of them, then len(nodes) if the walk leaves the segment (or reaches the content end) or
+    len(nodes) + 1 if it steps to a position that is no node."""
+    nodes, succ = _prefix_nodes(raw, at, limit, short_lengths)
+    if not len(nodes) or nodes[0] != at:
+        return nodes, succ, np.array([len(nodes) + 1], dtype=np.int64)
+    out = succ >= limit  # leaves the segment (reaches the end, for the last one)
+    mark = np.zeros(limit - at + 1, dtype=bool)  # positions from `at`, the last one standing for "out"
+    stalled = False
+    for _ in range(_PRUNE_ROUNDS):
+        last = int(np.argmax(out)) if out.any() else len(nodes) - 1  # nodes after it lie in its record
+        if np.array_equal(succ[:last], nodes[1 : last + 1]) and out[last]:
+            # the nodes in order are the walk, out of the segment after `last`
+            return nodes, succ, np.append(np.arange(last + 1), len(nodes)) if last < most else np.arange(most)
+        if stalled:
+            break  # the rounds make no headway (records of zeros leave chains of nodes beside the walk)
+        keep = _prune(nodes - at, np.minimum(succ, limit) - at, mark)
+        removed = len(keep) - int(np.count_nonzero(keep))
+        stalled = removed <= len(keep) // 100
+        nodes, succ, out = np.compress(keep, nodes), np.compress(keep, succ), np.compress(keep, out)
+    return nodes, succ, _walk_steps(nodes, succ, out, most)
+
+
+def _prefix_nodes(raw, at, limit, short_lengths):
+    """(positions, successors) of the positions in [at, limit) that could hold a length prefix leading inside the
+    content: with short_lengths only those whose first two bytes are zero."""
     size = len(raw)
-    last = size - 4  # the last position a prefix fits at
-    top = max(size - 12, 0) >> 24  # the largest first byte of a length that fits
-    found = []
-    for start in range(8, last + 1, _SCAN_BYTES):
-        head = raw[start : min(start + _SCAN_BYTES, last + 1) + 1]  # one byte more: the second byte of the last
-        if short_lengths:
-            zero = head == 0
-            maybe = zero[:-1] & zero[1:]
-        else:
-            maybe = head[:-1] <= top
-        found.append(np.flatnonzero(maybe) + start)
-    pos = np.concatenate(found) if found else np.zeros(0, np.int64)
+    last = min(limit, size - 3)  # a prefix fits before size - 3
+    head = raw[at : last + 1]  # one byte more: the second byte of the last position
+    if short_lengths:
+        zero = head == 0
+        pos = np.flatnonzero(zero[:-1] & zero[1:])
+    else:
+        top = max(size - 12, 0) >> 24  # the largest first byte of a length that fits
+        pos = np.flatnonzero(head[:-1] <= top)
+    pos += at
     if short_lengths:
         length = raw[pos + 2].astype(np.int64) << 8
     else:
@@ -143,9 +169,8 @@ def _prefix_nodes(raw, short_lengths):
 
 
 def _prune(nodes, succ, mark):
-    """Which nodes lead to a node (or to the end, the last entry of `mark`) and are led to by one (or are at 8)."""
-    if not len(nodes):
-        return np.ones(0, dtype=bool)
+    """Which nodes lead to a node (or out: the last entry of `mark`) and are led to by one (or are the first); all
+    positions relative to the segment's first."""
     mark[nodes] = True
     mark[-1] = True
     keep = mark[succ]
@@ -153,36 +178,35 @@ def _prune(nodes, succ, mark):
     mark[-1] = False
     mark[succ] = True
     keep &= mark[nodes]
-    keep[0] |= nodes[0] == 8
+    keep[0] = True
     mark[succ] = False
     return keep
 
 
-def _walk_steps(nodes, succ, n, size):
-    """The node index of each of the walk's first n + 1 steps from position 8, by pointer doubling: len(nodes) once
-    the walk has reached the content end, len(nodes) + 1 after a position that is no node. The steps stop early (but
-    past the last node) when the walk ends before n + 1 steps, whatever the count n claims."""
+def _walk_steps(nodes, succ, out, most):
+    """The steps of _segment_walk by pointer doubling."""
     m = len(nodes)
-    end, dead = m, m + 1
+    leave, dead = m, m + 1
     at = np.searchsorted(nodes, succ)
-    known = nodes[np.minimum(at, m - 1)] == succ if m else np.zeros(0, dtype=bool)
+    known = nodes[np.minimum(at, m - 1)] == succ
     jump = np.full(m + 2, dead, dtype=np.int64)
     jump[:m][known] = at[known]
-    jump[:m][succ == size] = end
-    steps = np.array([0 if m and nodes[0] == 8 else dead], dtype=np.int64)
-    while len(steps) < n + 1 and steps[-1] < m:
+    jump[:m][out] = leave
+    steps = np.zeros(1, dtype=np.int64)
+    while len(steps) <= most and steps[-1] < m:
         steps = np.concatenate([steps, jump[steps]])
         jump = jump[jump]
-    return steps[: n + 1]
+    beyond = np.flatnonzero(steps >= m)
+    if len(beyond) and beyond[0] <= most:
+        return steps[: beyond[0] + 1]
+    return steps[:most]
 
 
-def _raise_walk_error(raw, n, nodes, succ, steps):
-    """Raise the error of the first record whose length prefix does not fit (or of trailing bytes). The walk's nodes
-    end at most a few records before it (pruning removed those whose successor breaks): the rest is stepped."""
+def _raise_walk_error(raw, n, found, at):
+    """Raise the error of record `found`, whose length prefix is at `at` (or of trailing bytes after n records): the
+    vectorized walk stops at most a few records before a broken one (pruning removes those)."""
     size = len(raw)
-    broken = steps[:n] >= len(nodes)
-    k = int(np.argmax(broken)) if broken.any() else n
-    pos = 8 if k == 0 else int(succ[steps[k - 1]])
+    k, pos = found, at
     while k < n:
         if pos + 4 > size:
             raise HoodieFormatError(f"avro data block: record length prefix at {pos} runs past the content end")
