@@ -23,7 +23,7 @@ Parser = Callable[[str, str], Any]  # (key, text) -> value
 MB = 1024 * 1024
 TRIGGER_STRATEGIES = ("num_commits", "time_elapsed", "num_and_time", "num_or_time")
 CLEAN_POLICIES = ("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS")
-OPERATIONS = ("upsert", "insert", "delete")
+OPERATIONS = ("upsert", "insert", "bulk_insert", "delete")
 # options passed through to the key generator as they are (SinkOptions.raw)
 _PREFIXES_PASSED_THROUGH = ("hoodie.keygen.timebased.", "hoodie.write.complex.keygen.")
 # keyword shortcuts of HoodieStreamSink(path, options, **shortcuts)
@@ -255,9 +255,21 @@ class SinkOptions:
         megabytes(integer()),
         "MB; overrides hoodie.parquet.max.file.size when given",
     )
+    bulk_insert_sort_input: bool = option(
+        "write.bulk_insert.sort_input",
+        "true",
+        boolean,
+        "bulk insert: sort each write task's records by partition and record key before writing",
+    )
     # hoodie-stream's own
     key_groups: int = option(
         "hoodie.stream.index.key.groups", "128", integer(1, 32768), "up to Flink's largest max parallelism, 2^15"
+    )
+    bulk_insert_first_batch: bool = option(
+        "hoodie.stream.bulk_insert.first.batch",
+        "true",
+        boolean,
+        "with operation upsert, the first micro-batch into a table without a completed data commit is bulk inserted",
     )
     release_memory: bool = option("hoodie.stream.worker.memory.release", "true", boolean, "see chain/worker_memory.py")
     index_cache_dir: str | None = option(

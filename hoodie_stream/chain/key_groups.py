@@ -13,11 +13,17 @@ def operator_index(key_group, key_groups, num_tasks):
 
 def key_group_expr(key_groups, column=KEY):
     """Spark SQL: the key group of the record key in `column`."""
-    return f"cast(pmod(xxhash64(`{column}`), {key_groups}) as int)"
+    return key_group_of(key_groups, f"`{column}`")
 
 
-def assign_task_expr(key_groups, num_tasks):
-    """Spark SQL: the task tag of a row's key group, for `repartition(num_tasks, ...)`."""
+def key_group_of(key_groups, key_sql):
+    """Spark SQL: the key group of the record key that the SQL expression `key_sql` gives."""
+    return f"cast(pmod(xxhash64({key_sql}), {key_groups}) as int)"
+
+
+def assign_task_expr(key_groups, num_tasks, key_group_sql=None):
+    """Spark SQL: the task tag of a row's key group (`key_group_sql`, by default that of the KEY column), for
+    `repartition(num_tasks, ...)`."""
     tags = task_tags(num_tasks)
     by_group = ", ".join(str(tags[operator_index(kg, key_groups, num_tasks)]) for kg in range(key_groups))
-    return f"element_at(array({by_group}), {key_group_expr(key_groups)} + 1)"
+    return f"element_at(array({by_group}), {key_group_sql or key_group_expr(key_groups)} + 1)"

@@ -4,11 +4,13 @@ The driver builds these once per micro-batch; Spark pickles them into every task
 data (and the table's `Storage`, which is picklable and carries where the executors keep their local copies of a
 remote table's index state and spool uploads, and how much they keep: its `local_cache`, set by the sink from
 `hoodie.stream.index.cache.dir` and `.max.mb`). `BatchContext` is what the stages share; `AssignSpec` and
-`WriteSpec` are what only the bucket-assign and the write stage use:
+`WriteSpec` are what only the bucket-assign and the write stage use; a bulk insert runs key-by (unless Spark
+routes the records itself) and one write stage, with `BulkInsertSpec`:
 
     KeyBy(context, key_props)
     BucketAssigner(context, AssignSpec(...))
     StreamWriteFunction(context, WriteSpec(...))
+    BulkInsertWriteFunction(context, BulkInsertSpec(...))
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class BatchContext:
 
     storage: Storage  # the table, with the executors' local cache settings (Storage.local_cache)
     instant: str  # the delta commit the micro-batch writes
-    operation: str  # upsert, insert or delete
+    operation: str  # upsert, insert, bulk_insert or delete
     ordering_field: str | None  # the table's ordering (precombine) field, None without one
     data_columns: tuple[str, ...]  # the micro-batch's columns, as written to the table
     release_memory: bool = True  # hoodie.stream.worker.memory.release (chain/worker_memory.py)
@@ -71,3 +73,24 @@ class WriteSpec:
     task_max_bytes: int  # write.task.max.size: the largest bucket is flushed when the task's buffers pass it
     # {(partition, file id): compaction instant} of file groups in a pending compaction
     pending_compactions: Mapping[tuple[str, str], str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BulkInsertSpec:
+    """What the bulk insert write stage needs (`streaming_sink/bulk_insert_write.py`)."""
+
+    avro_schema: dict[str, Any]  # the commit's Avro schema
+    file_records: int  # records a base file is cut at until the task has closed a file: max size / record size
+    max_file_size: int  # bytes a base file is cut at (hoodie.parquet.max.file.size / write.parquet.max.file.size)
+    parquet_codec: str  # hoodie.parquet.compression.codec
+    global_index: bool  # index.global.enabled: a record key is unique across partitions
+    event_time: bool  # EVENT_TIME_ORDERING: the greatest ordering value wins, else the latest arrival
+    sorted_input: bool  # write.bulk_insert.sort_input: records arrive sorted by partition, key, ordering, arrival
+    keyed: bool  # records carry key, partition path and delete flag (the key-by stage ran before the shuffle)
+    key_props: Mapping[str, str]  # the table's hoodie.properties: its key generator (when not keyed)
+    # committed instants of a table that has data (its index state is updated), None for an empty table (the
+    # bulk insert writes each key group's full state)
+    committed: AbstractSet[str] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "file_records", max(1, int(self.file_records)))

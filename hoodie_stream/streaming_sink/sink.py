@@ -2,7 +2,9 @@
 
 Each micro-batch runs Hudi's Flink write chain as Spark jobs on the executors (records never travel to the
 driver): key-by -> shuffle by key group -> BucketAssigner -> shuffle by file group -> StreamWriteFunction; the
-driver coordinates one delta commit per micro-batch and makes the result exactly-once across restarts.
+driver coordinates one delta commit per micro-batch and makes the result exactly-once across restarts. The first
+micro-batch into a table without data (and every micro-batch with operation bulk_insert) is bulk inserted instead:
+one shuffle, base files and the index state in one pass (`bulk_insert.py`).
 """
 
 import dataclasses
@@ -38,6 +40,7 @@ from ..storage import Storage, storage_for
 from ..storage.local_cache import LocalCache
 from ..storage.options import S3A_PREFIX, s3a_settings
 from . import coordinator
+from .bulk_insert import run_bulk_insert
 from .key_by import KeyBy
 from .write_function import RESULT_SCHEMA, StreamWriteFunction
 
@@ -73,6 +76,7 @@ class HoodieStreamSink:
         self._query = ""  # the streaming query this sink holds the lease for
         self._listener = None
         self._created = None  # what the table root held before this micro-batch created the table
+        self._bulk_warned = False  # the warning of a bulk insert into a table holding data was given
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -155,12 +159,16 @@ class HoodieStreamSink:
             recovery.rebuild_index(
                 spark, writer.storage, writer.timeline, self.options.key_groups, self.options.global_index, tasks[0]
             )
-        txn = writer.start(operation=self.options.operation.upper())
+        bulk, committed = self._bulk_insert(writer.timeline)
+        txn = writer.start(operation="BULK_INSERT" if bulk else self.options.operation.upper())
         if new_avro is not None:
             txn.avro_schema = new_avro
             txn.arrow_schema = avro_to_arrow_schema(new_avro)
         try:
-            rows = self._run_chain(df, writer, txn, tasks)
+            if bulk:
+                rows = run_bulk_insert(df, writer, txn, self.options, tasks[1], committed)
+            else:
+                rows = self._run_chain(df, writer, txn, tasks)
             stats, flushes = coordinator.parse_task_results(rows)
         except BaseException as exc:
             _abort(txn)
@@ -179,6 +187,26 @@ class HoodieStreamSink:
             _abort(txn)
             raise
         self.last_result = coordinator.BatchResult(txn.instant, stats, flushes)
+
+    def _bulk_insert(self, timeline):
+        """(whether the micro-batch is bulk inserted, the committed instants of a table holding data, else None).
+
+        Operation bulk_insert always is; with operation upsert, the first micro-batch into a table without a
+        completed data commit (a new table, or one whose writes were all rolled back) is too, unless
+        hoodie.stream.bulk_insert.first.batch is false."""
+        o = self.options
+        empty = recovery.latest_data_instant(timeline) is None
+        committed = None if empty else {i.timestamp for i in timeline.commits_timeline()}
+        if o.operation == "bulk_insert":
+            if not empty and not self._bulk_warned:
+                self._bulk_warned = True
+                log.warning(
+                    "%s: bulk_insert into a table that holds data looks no key up: records whose keys are in the "
+                    "table already are written again (duplicates) and deletes are dropped; use upsert to update them",
+                    self.path,
+                )
+            return True, committed
+        return o.operation == "upsert" and o.bulk_insert_first_batch and empty, committed
 
     def _hold_for_query(self, spark):
         """The table's lease (one writer at a time): held during each micro-batch and each compaction step, and,

@@ -1,0 +1,107 @@
+"""Bulk insert (operation `bulk_insert`, and the first micro-batch into a table without data): one shuffle, base
+files, no lookup.
+
+As Hudi's Flink bulk insert, the records are shuffled once and sorted within each write task
+(`write.bulk_insert.sort_input`, default true), then written straight to new base files of the target size
+(`bulk_insert_write.py`); the coordinator completes one delta commit with operation BULK_INSERT. Unlike Flink's
+(which shuffles by partition path and neither pre-combines nor keeps an index), the shuffle is by key group, as the
+chain's key-by: every record of a key reaches one task, which pre-combines them and saves the index state of its
+key groups in the same pass, so the next micro-batches upsert into these file groups through the chain. Each task
+writes its own files in each partition it receives (as Spark's bulk insert with the PARTITION_SORT mode: at least
+tasks x partitions files).
+
+The shuffle needs the key group of each record. When Spark renders the record key exactly as the table's key
+generator does (`chain/sql_keys.py`: string and integral key fields), Spark computes it and sorts by the partition
+fields and the key fields, and the write tasks are the only Python stage (key-by runs in them, records cross into
+Python once); otherwise the key-by stage runs first, as in the chain.
+
+A bulk insert looks no key up, as in Hudi: into a table that holds data, a record whose key is already there is
+written again (a duplicate; the index state then points to the new copy), and deletes are dropped.
+"""
+
+from ..bucket_assign.small_files import average_record_size, recent_write_commits
+from ..chain.columns import ASSIGN_TASK, DELETE, KEY, KEY_GROUP, PARTITION, SEQ
+from ..chain.key_groups import assign_task_expr, key_group_expr, key_group_of
+from ..chain.sql_keys import record_key_sql, sortable_fields
+from ..chain.stages import BatchContext, BulkInsertSpec
+from ..format.keygen import make_key_generator
+from ..format.merge import merge_mode
+from .bulk_insert_write import BulkInsertWriteFunction
+from .key_by import KeyBy
+from .write_function import RESULT_SCHEMA
+
+
+def run_bulk_insert(df, writer, txn, options, tasks, committed=None):
+    """Write the micro-batch `df` (the table's columns) as instant `txn` with `tasks` write tasks; returns the
+    tasks' result rows [(kind, payload)]. `committed`: the table's committed instants when it holds data, None for
+    an empty table."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    o = options
+    mode, ordering = merge_mode(writer.config.props)
+    props = dict(writer.config.props)
+    context = BatchContext(writer.storage, txn.instant, "bulk_insert", ordering, tuple(df.columns), o.release_memory)
+    record_size = average_record_size(recent_write_commits(writer.timeline), o.record_size_estimate)
+    event_time = mode == "EVENT_TIME_ORDERING" and bool(ordering)
+    routed, sort_columns = _routed(df, context, props, o.key_groups, tasks, event_time)
+    if o.bulk_insert_sort_input:
+        routed = routed.sortWithinPartitions(*[F.col(c) for c in sort_columns])
+    spec = BulkInsertSpec(
+        avro_schema=txn.avro_schema,
+        file_records=o.max_file_size / record_size,
+        max_file_size=o.max_file_size,
+        parquet_codec=o.parquet_codec,
+        global_index=o.global_index,
+        event_time=event_time,
+        sorted_input=o.bulk_insert_sort_input,
+        keyed=KEY in routed.columns,
+        key_props=props,
+        committed=None if committed is None else frozenset(committed),
+    )
+    schema = T.StructType([T.StructField(n, T.StringType()) for n in RESULT_SCHEMA.names])
+    results = routed.mapInArrow(BulkInsertWriteFunction(context, spec), schema)
+    return [(r["kind"], r["payload"]) for r in results.collect()]
+
+
+def _routed(df, context, props, key_groups, tasks, event_time):
+    """(the records shuffled to their write tasks by key group, the sort columns of a task's input)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    keygen = make_key_generator(props)
+    types = {f.name: f.dataType.typeName() for f in df.schema.fields}
+    key_sql = record_key_sql(keygen, types)
+    partition_cols = sortable_fields(keygen.partition_fields, types)
+    ordering = [_quoted(context.ordering_field)] if event_time else []
+    if key_sql is not None and partition_cols is not None:
+        group = key_group_of(key_groups, key_sql)
+        routed = df.withColumns(
+            {
+                SEQ: F.monotonically_increasing_id(),  # arrival order, as key-by numbers the records
+                KEY_GROUP: F.expr(group),
+                ASSIGN_TASK: F.expr(assign_task_expr(key_groups, tasks, group)),
+            }
+        )
+        key_cols = [_quoted(f) for f in keygen.record_key_fields]
+        return routed.repartition(tasks, ASSIGN_TASK), [*partition_cols, *key_cols, *ordering, SEQ]
+    keyed_schema = T.StructType(
+        df.schema.fields
+        + [
+            T.StructField(SEQ, T.LongType()),
+            T.StructField(KEY, T.StringType()),
+            T.StructField(PARTITION, T.StringType()),
+            T.StructField(DELETE, T.BooleanType()),
+        ]
+    )
+    keyed = df.mapInArrow(KeyBy(context, props), keyed_schema).withColumns(
+        {
+            KEY_GROUP: F.expr(key_group_expr(key_groups)),
+            ASSIGN_TASK: F.expr(assign_task_expr(key_groups, tasks)),
+        }
+    )
+    return keyed.repartition(tasks, ASSIGN_TASK), [PARTITION, KEY, *ordering, SEQ]
+
+
+def _quoted(name):
+    return "`" + name.replace("`", "``") + "`"
