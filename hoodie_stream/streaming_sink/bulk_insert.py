@@ -84,7 +84,7 @@ def _routed(df, context, props, key_groups, tasks, event_time):
             }
         )
         key_cols = [_quoted(f) for f in keygen.record_key_fields]
-        return routed.repartition(tasks, ASSIGN_TASK), [*partition_cols, *key_cols, *ordering, SEQ]
+        return routed.repartition(tasks, ASSIGN_TASK).drop(ASSIGN_TASK), [*partition_cols, *key_cols, *ordering, SEQ]
     keyed_schema = T.StructType(
         df.schema.fields
         + [
@@ -100,7 +100,7 @@ def _routed(df, context, props, key_groups, tasks, event_time):
             ASSIGN_TASK: F.expr(assign_task_expr(key_groups, tasks)),
         }
     )
-    return keyed.repartition(tasks, ASSIGN_TASK), [PARTITION, KEY, *ordering, SEQ]
+    return keyed.repartition(tasks, ASSIGN_TASK).drop(ASSIGN_TASK), [PARTITION, KEY, *ordering, SEQ]
 
 
 def _quoted(name):
