@@ -1,7 +1,8 @@
 """Parquet base files: meta columns first, then data columns; Hudi footer metadata (bloom filter, key range)."""
 
 import contextlib
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import Future
 
 import pyarrow as pa
 
@@ -157,11 +158,11 @@ def read_bloom_filter(storage, path):
 class BaseFileWriter:
     """Write a base file in chunks (bounded memory): row groups as they come, Hudi footers at close.
 
-    A chunk is written in two threads of the writer while the caller prepares the next one: one encodes and
+    A chunk is written in two threads started for it while the caller prepares the next one: one encodes and
     compresses its rows, the other adds its keys to the bloom filter and the min/max record key (both are sums over
-    the chunks, in order). write() first waits for the previous chunk: one chunk at most is in flight. The file
-    appears under its name only when close() succeeds (the storage's atomic output); abort() discards it.
-    `compression`: a Hudi parquet codec name.
+    the chunks, in order). write() first waits for the previous chunk: one chunk at most is in flight, and no thread
+    outlives it. The file appears under its name only when close() succeeds (the storage's atomic output); abort()
+    discards it. `compression`: a Hudi parquet codec name.
     """
 
     def __init__(self, storage, path, schema, *, avro_schema_json=None, compression=DEFAULT_COMPRESSION):
@@ -175,10 +176,8 @@ class BaseFileWriter:
         self.min_key = self.max_key = None
         self.rows = 0
         options = parquet_compression(compression)
-        self._threads = ThreadPoolExecutor(2, thread_name_prefix="hoodie-base-file")
         self._in_flight = []
         self._output = contextlib.ExitStack()
-        self._output.callback(self._threads.shutdown)
         self._file = self._output.enter_context(self.storage.open_output(path))
         self._writer = pq.ParquetWriter(self._file, self.schema, **options, **_WRITE_OPTIONS)
 
@@ -190,10 +189,7 @@ class BaseFileWriter:
         keys = table["_hoodie_record_key"].combine_chunks()
         if keys.null_count:
             raise HoodieFormatError(f"{self.storage.uri_of(self.path)}: records need a non-null _hoodie_record_key")
-        self._in_flight = [
-            self._threads.submit(self._writer.write_table, table),
-            self._threads.submit(self._add_keys, keys),
-        ]
+        self._in_flight = [_in_thread(self._writer.write_table, table), _in_thread(self._add_keys, keys)]
         self.rows += table.num_rows
 
     def _wait(self):
@@ -247,6 +243,20 @@ class BaseFileWriter:
 
 # keys hashed into the bloom filter at a time: the hashes of a chunk stay in the CPU caches
 _BLOOM_CHUNK = 65_536
+
+
+def _in_thread(fn, *args):
+    """fn(*args) run in a thread of its own (which inherits the caller's CPU priority); a Future of its result."""
+    done = Future()
+
+    def run():
+        try:
+            done.set_result(fn(*args))
+        except BaseException as exc:  # re-raised where the writer waits for the chunk
+            done.set_exception(exc)
+
+    threading.Thread(target=run, name="hoodie-base-file", daemon=True).start()
+    return done
 
 
 def _java_less(a, b):
