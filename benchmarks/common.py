@@ -1,5 +1,6 @@
-"""What the benchmarks share: the local SparkSession they run on, writing a batch as Parquet files, and the RSS sampler
-of the PySpark Python workers. No benchmark imports another one: what two of them use lives here."""
+"""What the benchmarks share: the local SparkSession they run on (faulthandler on; a crashed Python worker fails the
+run), writing a batch as Parquet files, and the RSS sampler of the PySpark Python workers. No benchmark imports
+another one: what two of them use lives here."""
 
 import os
 import sys
@@ -53,11 +54,58 @@ def trips_rows(ids, ts, rng, cities=("sf", "nyc", "chennai")):
 
 
 # -- spark -------------------------------------------------------------------------------------------------
+# every benchmark runs with Python's faulthandler in its workers (a crash says where), and keeps the status of
+# enough stages and tasks to find a crashed worker among them at the end
+BENCH_CONF = {
+    "spark.python.worker.faulthandler.enabled": "true",
+    "spark.ui.retainedStages": "20000",  # a run has hundreds; tasks: Spark's default keeps the last 100,000
+}
+WORKER_CRASH = "Python worker exited unexpectedly"
+
+
 def spark_session(driver_memory="4g", app="hoodie-stream-bench", conf=None):
-    """A local[2] session whose Python workers run this interpreter (hoodie_stream.local_spark, as the tests)."""
-    spark = local_session_builder("local[2]", app, {"spark.driver.memory": driver_memory, **(conf or {})}).getOrCreate()
+    """A local[2] session whose Python workers run this interpreter (hoodie_stream.local_spark, as the tests), with
+    the faulthandler on. Its `stop()` fails the benchmark (SystemExit 3, after stopping) when a task of the run
+    lost its Python worker to a crash, even a task Spark retried or a table service whose failure was logged."""
+    settings = {"spark.driver.memory": driver_memory, **BENCH_CONF, **(conf or {})}
+    spark = local_session_builder("local[2]", app, settings).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    stop = spark.stop
+
+    def checked_stop():
+        crashes = worker_crashes(spark)
+        stop()
+        if crashes:
+            print(
+                f"\nFAILED: {len(crashes)} task(s) lost their Python worker to a crash during the run:", file=sys.stderr
+            )
+            for where, message in crashes:
+                print(f"--- {where}\n{message}", file=sys.stderr)
+            raise SystemExit(3)
+
+    spark.stop = checked_stop
     return spark
+
+
+def worker_crashes(spark):
+    """[(task, error message)] of the run's failed tasks whose Python worker crashed (Spark's status store)."""
+    sc = spark.sparkContext
+    store, jvm = sc._jsc.sc().statusStore(), sc._jvm
+    stages = store.stageList(
+        jvm.java.util.ArrayList(), False, False, sc._gateway.new_array(jvm.double, 0), jvm.java.util.ArrayList()
+    )
+    out = []
+    for i in range(stages.size()):
+        stage = stages.apply(i)
+        if not stage.numFailedTasks():
+            continue
+        tasks = store.taskList(stage.stageId(), stage.attemptId(), 1 << 30)
+        for j in range(tasks.size()):
+            error = tasks.apply(j).errorMessage()
+            if error.isDefined() and WORKER_CRASH in error.get():
+                where = f"stage {stage.stageId()}.{stage.attemptId()} task {tasks.apply(j).taskId()}"
+                out.append((where, error.get()[:4000]))
+    return out
 
 
 # -- input -------------------------------------------------------------------------------------------------

@@ -16,6 +16,13 @@ files a batch, so Spark reads them in two tasks) and each batch is applied by:
 - delta: `pyarrow.parquet.read_table(batch)` then delta-rs `merge` on `id` into a Delta table holding the same
          rows (matched & deleted -> delete, matched -> update all, not matched & not deleted -> insert all).
 
+Initial load (first, at each of `--initial-sizes`, default 1M and 6M rows): the rows as one micro-batch into an
+empty table, with the sink's default options (the first micro-batch of a table is bulk inserted), against
+- floor: the same read, one shuffle (by pmod(xxhash64(id), 128), 2 partitions) and a Spark parquet write of the
+         same rows with the codec of the sink's base files (`hoodie.parquet.compression.codec`, gzip by default);
+- delta: `write_deltalake` of `pyarrow.parquet.read_table(batch)` into an empty path.
+Goals: sink speed >= the floor's, sink latency <= 3x delta-rs's. `--initial-runs` repeats each size.
+
 Batches are interleaved (sink, floor, delta for batch k, then k+1), each system gets `--warmup` unmeasured batches
 first at every size. Latency per batch: median and p99 (nearest rank: with 10 batches it is the slowest one);
 records/s = batch events / median latency. Ratios are computed in the same run: sink/floor speed = floor latency /
@@ -34,6 +41,7 @@ commits, executed asynchronously on the same two cores); cleaning runs with its 
 
 Run: python benchmarks/stream_bench.py                     # 1M and 6M rows, 10 batches of 100k at each
      python benchmarks/stream_bench.py --quick             # 200k and 1M rows, 4 batches: under ~3 minutes
+     python benchmarks/stream_bench.py --initial-only --initial-runs 3   # the initial load alone, 3 times
      python benchmarks/stream_bench.py --sizes 6000000 --batches 20 --systems sink,delta
 Needs: pip install -e ".[bench]" (deltalake) for the delta-rs column; `--systems sink,floor` runs without it.
 """
@@ -217,6 +225,14 @@ def floor(df):
     return sum(r["n"] for r in out.collect())
 
 
+def floor_load(df, out, codec):
+    """The initial load's floor: the read, one shuffle, a parquet write of the same rows (Spark's writer)."""
+    from pyspark.sql import functions as F
+
+    shuffled = df.repartition(2, F.pmod(F.xxhash64(F.col("id")), F.lit(KEY_GROUPS)))
+    shuffled.write.mode("overwrite").option("compression", codec).parquet(out)
+
+
 # -- delta-rs ----------------------------------------------------------------------------------------------
 def delta_merge(path, batch_dir):
     from deltalake import DeltaTable
@@ -334,6 +350,9 @@ def parse_args(argv):
         help="after the measurements, cProfile the sink's mapInArrow functions over N more batches",
     )
     p.add_argument("--verify", action="store_true", help="check the row count of both tables at the end")
+    p.add_argument("--initial-sizes", default="1000000,6000000", help="rows of the initial loads (empty: none)")
+    p.add_argument("--initial-runs", type=int, default=1, help="initial loads per size and system")
+    p.add_argument("--initial-only", action="store_true", help="measure the initial loads only")
     p.add_argument("--quick", action="store_true", help="200k and 1M rows, 4 batches (under ~3 minutes)")
     p.add_argument("--driver-memory", default="4g")
     p.add_argument("--workdir", default=None, help="where tables and batches go (default: a temp dir)")
@@ -341,7 +360,9 @@ def parse_args(argv):
     a = p.parse_args(argv)
     if a.quick:
         a.sizes, a.batches, a.build_chunk, a.verify = "200000,1000000", 4, 800_000, True
+        a.initial_sizes = "200000,1000000"
     a.sizes = [int(float(s)) for s in a.sizes.split(",")]
+    a.initial_sizes = [int(float(s)) for s in a.initial_sizes.split(",") if s.strip()]
     a.systems = [s.strip() for s in a.systems.split(",") if s.strip()]
     return a
 
@@ -376,11 +397,15 @@ def main(argv=None):
     timed = Timed(spark)
     work_load = Workload()
     results = Results()
+    initial = {}  # size -> system -> [latencies]
     batch_id = 0
     batch_no = 0
     history = []  # (size, batch dir, measured, mix) in the order applied: replayed by sink_c
     try:
-        for size in args.sizes:
+        if args.initial_sizes:
+            load_options = {k: v for k, v in options.items() if not k.startswith("compaction.")}
+            initial = initial_loads(spark, timed, work, args.initial_sizes, args.initial_runs, systems, load_options)
+        for size in [] if args.initial_only else args.sizes:
             # grow the tables to `size` live rows
             while work_load.live_rows < size:
                 n = min(args.build_chunk, size - work_load.live_rows)
@@ -439,11 +464,11 @@ def main(argv=None):
                     delta_merge(delta_path, d)
             spark.conf.unset("spark.sql.pyspark.udf.profiler")
             print_profile(spark)
-        if SINK_C in systems:
+        if SINK_C in systems and not args.initial_only:
             replay_with_compaction(
                 spark, timed, results, history, os.path.join(work, "hudi_c"), options, args.batch_rows, args.trigger
             )
-        if args.verify:
+        if args.verify and not args.initial_only:
             verify(
                 hudi_path if "sink" in systems else None,
                 delta_path if "delta" in systems else None,
@@ -459,12 +484,17 @@ def main(argv=None):
             shutil.rmtree(work, ignore_errors=True)
 
     print("\n== summary ==")
-    for size in args.sizes:
+    for size, res in initial.items():
+        for name, value, goal, met in initial_ratios(res):
+            print(
+                f"  initial load of {size:>11,} rows: {name} = {value:.2f}  (goal {goal}: {'met' if met else 'NOT met'})"
+            )
+    for size in [] if args.initial_only else args.sizes:
         for name, value in ratios(results.by_size[size]).items():
             goal = 0.5 if "floor" in name else 1.5
             verdict = "met" if value >= goal else "NOT met"
             print(f"  {size:>11,} rows: {name} = {value:.2f}  (goal >= {goal}: {verdict})")
-    if SINK_C in systems and "sink" in systems:
+    if SINK_C in systems and "sink" in systems and not args.initial_only:
         for size in args.sizes:
             with_c, without = p99(results.by_size[size][SINK_C]["lat"]), p99(results.by_size[size]["sink"]["lat"])
             verdict = "met" if with_c <= 1.5 * without else "NOT met"
@@ -472,7 +502,7 @@ def main(argv=None):
                 f"  {size:>11,} rows: sink p99 with async compaction / without = {with_c:.3f}s / {without:.3f}s "
                 f"= {with_c / without:.2f}  (goal <= 1.5: {verdict})"
             )
-    if len(args.sizes) > 1 and "sink" in systems:
+    if len(args.sizes) > 1 and "sink" in systems and not args.initial_only:
         first, last = args.sizes[0], args.sizes[-1]
         for system in systems:
             a = statistics.median(results.by_size[first][system]["lat"])
@@ -484,6 +514,79 @@ def main(argv=None):
     print(f"  python workers: peak RSS {rss.peak_mb():.0f} MB (one process), {rss.peak_total_mb():.0f} MB (all)")
     print(f"  total run time {time.perf_counter() - t_start:.0f}s")
     return results
+
+
+def initial_loads(spark, timed, work, sizes, runs, systems, options):
+    """Each size's rows as the first micro-batch into an empty table: sink, floor and delta-rs in turn, `runs`
+    times, after one unmeasured load of 100k rows by each (the Python workers start, the JVM warms up);
+    {size: {system: [latencies]}}."""
+    from hoodie_stream.options import parse_options
+
+    codec = parse_options("bench", options).parquet_codec  # the floor writes what the sink's base files hold
+    order = [s for s in ("sink", "floor", "delta") if s in systems]
+    warm = write_batch(Workload(seed=5).inserts(100_000), os.path.join(work, "initial", "warm-up"), files=2)
+    for system in order:
+        load_once(spark, timed, system, warm, os.path.join(work, "initial", f"warm-{system}"), options, codec)
+    shutil.rmtree(warm, ignore_errors=True)
+    out = {}
+    for size in sizes:
+        d = write_batch(Workload(seed=11).inserts(size), os.path.join(work, "initial", str(size)), files=2)
+        res = out[size] = {}
+        for r in range(runs):
+            for system in order:
+                target = os.path.join(work, "initial", f"{system}-{size}-{r}")
+                el, info = load_once(spark, timed, system, d, target, options, codec)
+                if system == "sink" and info[0] != size:
+                    print(f"  WARNING: the initial load wrote {info[0]:,} records of {size:,}")
+                detail = f" ({info[1]})" if info[1] else ""
+                print(f"  initial load {size:,} rows, run {r + 1}: {system} {el:.1f}s{detail}")
+                res.setdefault(system, []).append(el)
+        shutil.rmtree(d, ignore_errors=True)
+        print(f"\n== initial load of {size:,} rows ({runs} run{'s' if runs > 1 else ''}) ==")
+        for system, lat in res.items():
+            print(f"{system:<7} median {fmt_s(statistics.median(lat))}  {size / statistics.median(lat):11,.0f} rows/s")
+        for name, value, goal, met in initial_ratios(res):
+            print(f"  {name} = {value:.2f} (goal {goal}: {'met' if met else 'NOT met'})")
+    return out
+
+
+def load_once(spark, timed, system, batch_dir, target, options, codec):
+    """One initial load of `batch_dir` into the empty `target` (removed afterwards): (seconds, (records, text))."""
+    from hoodie_stream.streaming_sink.sink import HoodieStreamSink
+
+    try:
+        if system == "sink":
+            sink = HoodieStreamSink(target, options)
+            try:
+                el, stages, _span = timed(lambda: sink(read(spark, batch_dir), 0))
+            finally:
+                sink.close()
+            walls = ", ".join(f"{w:.1f}" for w in stages)
+            return el, (sink.last_result.num_writes, f"{len(sink.last_result.stats)} files; stages {walls}s")
+        if system == "floor":
+            el, _stages, _span = timed(lambda: floor_load(read(spark, batch_dir), target, codec))
+            return el, (None, codec)
+        from deltalake import write_deltalake
+
+        t0 = time.perf_counter()
+        write_deltalake(target, pq.read_table(batch_dir))
+        return time.perf_counter() - t0, (None, "")
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def initial_ratios(res):
+    """[(name, value, goal text, met)] of an initial load's medians."""
+    out = []
+    if "sink" in res:
+        sink = statistics.median(res["sink"])
+        if "floor" in res:
+            speed = statistics.median(res["floor"]) / sink
+            out.append(("sink speed / floor speed", speed, ">= 1.0", speed >= 1.0))
+        if "delta" in res:
+            times = sink / statistics.median(res["delta"])
+            out.append(("sink time / delta-rs time", times, "<= 3.0", times <= 3.0))
+    return out
 
 
 def replay_with_compaction(spark, timed, results, history, path, options, batch_rows, trigger):
