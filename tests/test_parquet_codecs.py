@@ -245,11 +245,6 @@ def test_parquet_data_blocks_with_each_codec_read_by_hudi_rs(fixture_table, code
     same_as_hudi_rs(base, codec)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="compaction/run.py builds CompactTask without the codec: the sink's and offline compaction write gzip "
-    "until run_compaction takes it (service.py passing opts.parquet_codec)",
-)
 def test_offline_compaction_writes_its_codec(tmp_path, spark):
     from hoodie_stream.compaction.offline import compact_table
 

@@ -5,6 +5,7 @@ import json
 import logging
 
 from ..errors import rebuild_task_error
+from ..format.base_file import DEFAULT_COMPRESSION
 from ..format.commit_metadata import WriteStat
 from .commit import commit_compaction, read_plan, revert_to_requested
 from .execute import CompactTask
@@ -14,7 +15,17 @@ log = logging.getLogger("hoodie_stream.compaction")
 
 
 def run_compaction(
-    spark, storage, timeline, instant, max_memory_bytes, tasks=None, wave=None, before_wave=None, nice=0, guard=None
+    spark,
+    storage,
+    timeline,
+    instant,
+    max_memory_bytes,
+    tasks=None,
+    wave=None,
+    before_wave=None,
+    nice=0,
+    guard=None,
+    compression=DEFAULT_COMPRESSION,
 ):
     """Execute and commit one planned compaction. Returns the completed instant's write stats.
 
@@ -41,7 +52,7 @@ def run_compaction(
         if ops:
             rows = [(json.dumps(op.to_avro()),) for op in ops]
             size = wave or len(ops)
-            task = CompactTask(storage, instant, committed, max_memory_bytes, nice)
+            task = CompactTask(storage, instant, committed, max_memory_bytes, nice, compression)
             result = []
             for start in range(0, len(rows), size):
                 chunk = rows[start : start + size]

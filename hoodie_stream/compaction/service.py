@@ -60,6 +60,7 @@ def run_pending_compactions(spark, storage, opts, limit=None, wave=None, before_
             before_wave=before_wave,
             nice=nice,
             guard=guard,
+            compression=opts.parquet_codec,
         )
         done.append(instant)
     return done
