@@ -10,6 +10,7 @@ import math
 import struct
 
 import numpy as np
+import pyarrow as pa
 
 from ..errors import HoodieFormatError, HoodieKeyError
 from .string_buffers import utf8_buffers
@@ -21,6 +22,7 @@ DEFAULT_MAX_ENTRIES = 100000
 MURMUR_HASH = 1
 
 _M = np.uint32(0x5BD1E995)
+_S13, _S15 = np.uint32(13), np.uint32(15)
 _VERSION = -1
 
 
@@ -32,67 +34,108 @@ def num_hashes(vector_size, num_entries):
     return int(math.ceil(math.log(2) * vector_size / num_entries))
 
 
+# keys hashed at a time: a chunk's hash lanes (4 bytes a key) and bit positions stay in the CPU's L2 cache
+CHUNK = 65536
+
+
+def _key_words(keys):
+    """What the hash of each key consumes, keys ordered by their number of 4-byte blocks (descending) so that the
+    keys still hashing block j are a prefix: (order, lengths, active[j] = keys with a block j, mixed[j] = block j
+    of those keys, already mixed, tail bytes folded as Hadoop's murmur does, tail multiplier: M or 1)."""
+    data, offsets = utf8_buffers(keys, "bloom filter keys")
+    low = int(offsets[0])
+    data = data[low : int(offsets[-1])]  # a slice of a larger array: only its own bytes
+    starts = offsets[:-1] - low
+    lengths = offsets[1:] - offsets[:-1]
+    n = len(lengths)
+    if n and lengths.min() == 0:
+        raise HoodieKeyError("bloom filter keys must not be empty")
+    blocks = lengths >> 2
+    if n and blocks.min() != blocks.max():
+        order = np.argsort(-blocks, kind="stable")
+        starts, lengths, blocks = starts[order], lengths[order], blocks[order]
+    else:
+        order = None  # every key has as many blocks: no reordering
+    max_blocks = int(blocks[0]) if n else 0
+    active = [int(c) for c in np.searchsorted(-blocks, -np.arange(max_blocks), side="left")]
+    mixed = []
+    for j in range(max_blocks):
+        pos = starts[: active[j]] + 4 * j
+        k = data[pos].astype(np.uint32)
+        for b in (1, 2, 3):
+            k |= data[pos + b].astype(np.uint32) << np.uint32(8 * b)
+        k *= _M
+        k ^= k >> np.uint32(24)
+        k *= _M
+        mixed.append(k)
+    left = lengths & 3
+    ends = starts + lengths
+    signed = data.view(np.int8)
+    tail = np.zeros(n, dtype=np.uint32)
+    for back, shift in ((3, 16), (2, 8), (1, 0)):
+        has = np.nonzero(left >= back)[0]
+        if len(has):  # Java sign-extends each tail byte before the shift
+            tail[has] ^= signed[ends[has] - back].astype(np.int32).view(np.uint32) << np.uint32(shift)
+    tail_mul = np.where(left > 0, _M, np.uint32(1)).astype(np.uint32) if left.any() else None
+    return order, lengths.astype(np.uint32), active, mixed, tail, tail_mul
+
+
+def _hashes(words, nb_hash):
+    """Yields hash i of every key (a uint32 lane, in the order of `_key_words`, overwritten by the next hash: copy
+    it to keep it), hash i seeded with hash i-1. In place on one lane per key: no temporary arrays."""
+    _order, len32, active, mixed, tail, tail_mul = words
+    h = np.zeros(len(len32), dtype=np.uint32)
+    tmp = np.empty_like(h)
+    for _ in range(nb_hash):
+        np.bitwise_xor(h, len32, out=h)
+        for c, k in zip(active, mixed):
+            part = h[:c]
+            np.multiply(part, _M, out=part)
+            np.bitwise_xor(part, k, out=part)
+        if tail_mul is not None:
+            np.bitwise_xor(h, tail, out=h)
+            np.multiply(h, tail_mul, out=h)
+        np.right_shift(h, _S13, out=tmp)
+        np.bitwise_xor(h, tmp, out=h)
+        np.multiply(h, _M, out=h)
+        np.right_shift(h, _S15, out=tmp)
+        np.bitwise_xor(h, tmp, out=h)
+        yield h
+
+
+def _bit_index(h, vector_size, scratch, out):
+    """Java's Math.abs(h % vectorSize) of int32 hashes `h` (a uint32 lane) into `out` (an intp lane: numpy scatters
+    by intp indices twice as fast as by uint32 ones), through a uint32 `scratch` lane: |h| mod vectorSize on the
+    unsigned magnitude (the int32 abs of -2^31 stays -2^31, whose uint32 view is 2^31: its magnitude)."""
+    np.abs(h.view(np.int32), out=scratch.view(np.int32))
+    return np.remainder(scratch, np.uint32(vector_size), out=out)
+
+
 def murmur_chain(keys, nb_hash):
     """Hadoop MurmurHash chained nb_hash times from seed 0 over UTF-8 keys.
 
     Returns int32 array (n, nb_hash): hash i is hash(key, seed=hash i-1). Vectorized across keys:
     keys are ordered by number of 4-byte blocks so block j of all still-active keys is a prefix slice.
     """
-    data, offsets = utf8_buffers(keys, "bloom filter keys")
-    n = len(offsets) - 1
-    starts = offsets[:-1]
-    lengths = offsets[1:] - starts
-    if n and lengths.min() == 0:
-        raise HoodieKeyError("bloom filter keys must not be empty")
-    blocks = lengths >> 2
-    order = np.argsort(-blocks, kind="stable")
-    s_starts, s_lengths, s_blocks = starts[order], lengths[order], blocks[order]
-    max_blocks = int(s_blocks[0]) if n else 0
-    active = [int(c) for c in np.searchsorted(-s_blocks, -np.arange(max_blocks), side="left")]
-    d32 = data.astype(np.uint32)
-    mixed = []
-    for j in range(max_blocks):
-        pos = s_starts[: active[j]] + 4 * j
-        k = d32[pos] | (d32[pos + 1] << 8) | (d32[pos + 2] << 16) | (d32[pos + 3] << 24)
-        k *= _M
-        k ^= k >> np.uint32(24)
-        k *= _M
-        mixed.append(k)
-    left = s_lengths & 3
-    tail_idx = np.nonzero(left)[0]
-    tail = np.zeros(len(tail_idx), dtype=np.int64)
-    t_end = s_starts[tail_idx] + s_lengths[tail_idx]
-    t_left = left[tail_idx]
-    sdata = data.view(np.int8).astype(np.int64)
-    for back, shift in ((3, 16), (2, 8), (1, 0)):
-        has = t_left >= back
-        tail[has] ^= sdata[t_end[has] - back] << shift
-    tail = (tail & 0xFFFFFFFF).astype(np.uint32)
-    len32 = (s_lengths & 0xFFFFFFFF).astype(np.uint32)
-
-    out = np.empty((n, nb_hash), dtype=np.uint32)
-    seed = np.zeros(n, dtype=np.uint32)
-    for i in range(nb_hash):
-        h = seed ^ len32
-        for j in range(max_blocks):
-            c = active[j]
-            h[:c] *= _M
-            h[:c] ^= mixed[j]
-        if len(tail_idx):
-            h[tail_idx] ^= tail
-            h[tail_idx] *= _M
-        h ^= h >> np.uint32(13)
-        h *= _M
-        h ^= h >> np.uint32(15)
-        out[order, i] = h
-        seed = h
+    words = _key_words(keys)
+    out = np.empty((len(words[1]), nb_hash), dtype=np.uint32)
+    for i, h in enumerate(_hashes(words, nb_hash)):
+        out[:, i] = h
+    if words[0] is not None:
+        out = out[np.argsort(words[0])]
     return out.view(np.int32)
 
 
 def bit_positions(keys, nb_hash, vector_size):
-    """Bit index of every (key, hash) pair: abs(h % vectorSize) with Java remainder semantics."""
-    h = murmur_chain(keys, nb_hash).astype(np.int64)
-    return np.abs(h) % vector_size
+    """Bit index of every (key, hash) pair: abs(h % vectorSize) with Java remainder semantics; (n, nb_hash)."""
+    words = _key_words(keys)
+    out = np.empty((len(words[1]), nb_hash), dtype=np.int64)
+    scratch, lane = np.empty(len(words[1]), dtype=np.uint32), np.empty(len(words[1]), dtype=np.intp)
+    for i, h in enumerate(_hashes(words, nb_hash)):
+        out[:, i] = _bit_index(h, vector_size, scratch, lane)
+    if words[0] is not None:
+        out = out[np.argsort(words[0])]
+    return out
 
 
 class BloomFilter:
@@ -125,19 +168,34 @@ class BloomFilter:
         return rows
 
     def add_keys(self, keys):
-        positions = bit_positions(keys, self.nb_hash, self.vector_size)
-        n = positions.shape[0]
+        """Add record keys (a string array or a list), CHUNK keys at a time."""
+        if not isinstance(keys, (pa.Array, pa.ChunkedArray)):
+            keys = pa.array(keys, type=pa.string())
+        for start in range(0, len(keys), CHUNK):
+            self._add_chunk(keys.slice(start, CHUNK))
+        return self
+
+    def _add_chunk(self, keys):
+        """The chunk's keys by the row they go to (one row, or, past the filter's capacity, alternate rows), each
+        hash setting its bits as soon as it is computed: the lanes stay in the CPU caches."""
+        n = len(keys)
         if n == 0:
-            return self
-        index = np.arange(self.count, self.count + n, dtype=np.int64)
-        rows = self._row_of(index)
+            return
+        rows = self._row_of(np.arange(self.count, self.count + n, dtype=np.int64))
         needed = int(rows.max()) + 1
         while len(self.rows) < needed:
             self.rows.append(np.zeros(self.vector_size, dtype=bool))
-        for r in np.unique(rows):
-            self.rows[r][positions[rows == r].ravel()] = True
+        if rows.min() == rows.max():  # the common case: the whole chunk goes to one row
+            groups = [(int(rows[0]), keys)]
+        else:
+            groups = [(int(r), keys.take(np.nonzero(rows == r)[0])) for r in np.unique(rows)]
+        for r, group in groups:
+            bits = self.rows[r]
+            words = _key_words(group)
+            scratch, lane = np.empty(len(group), dtype=np.uint32), np.empty(len(group), dtype=np.intp)
+            for h in _hashes(words, self.nb_hash):
+                bits[_bit_index(h, self.vector_size, scratch, lane)] = True
         self.count += n
-        return self
 
     def add(self, key):
         return self.add_keys([key])
