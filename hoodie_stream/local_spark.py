@@ -1,7 +1,7 @@
 """The one builder of local SparkSessions: the demo, offline compaction, the tests and the benchmarks use it.
 
 Its Python workers run this interpreter (the one that has hoodie_stream installed, not `python3` from the PATH), the
-Spark UI and console progress are off, the session time zone is UTC, and shuffles use as many partitions as the master
+Spark UI and console progress are off, the session time zone is UTC, jobs are scheduled FAIR (by pools), and shuffles use as many partitions as the master
 has cores (not Spark's 200). Pyspark is imported only when a builder is asked for.
 """
 
@@ -48,6 +48,7 @@ def local_session_builder(
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": cores,
         "spark.default.parallelism": cores,
+        "spark.scheduler.mode": "FAIR",  # the sink's micro-batches and async compaction share the cores by weight
     }
     settings.update(conf or {})
     builder = SparkSession.builder.master(master).appName(app)

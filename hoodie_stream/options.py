@@ -172,7 +172,13 @@ class CompactionOptions:
     delta_seconds: int = option("compaction.delta_seconds", "3600", integer())
     max_memory_bytes: int = option("compaction.max_memory", "100", megabytes(integer()), "MB per compaction task")
     tasks: int | None = option("compaction.tasks", None, integer())
-    max_pending: int = option("hoodie.stream.compaction.max.pending", "4", integer())
+    target_io_mb: int | None = option(
+        "compaction.target_io",
+        None,
+        integer(1),
+        "MB read and written per compaction plan; unset: async compaction bounds plans by its measured pace",
+    )
+    max_pending: int = option("hoodie.stream.compaction.max.pending", "2", integer())
     nice: int = option(
         "hoodie.stream.compaction.nice",
         "10",

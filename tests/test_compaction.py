@@ -1,6 +1,7 @@
 """Compaction (plan -> execute -> commit; async, inline, offline) checked against the model, hudi-rs and Hudi's
 own plan schema."""
 
+import contextlib
 import io
 import os
 import threading
@@ -99,7 +100,9 @@ def test_streaming_query_with_async_compaction_every_3_commits(spark, tmp_path, 
     source, chk = str(tmp_path / "in"), str(tmp_path / "chk")
     base = location.storage
     batches = generate_batches(15, seed=21, monotonic=True)
-    sink = location.sink(with_compaction(**{"compaction.delta_commits": "3"}))
+    # plans as large as Flink's default target IO (500 GB): each covers every slice with logs, so the
+    # read-optimized view after a compaction is the model as of its instant
+    sink = location.sink(with_compaction(**{"compaction.delta_commits": "3", "compaction.target_io": "512000"}))
     model, history = TableModel(), []
     write_batch_file(source, 0, batches[0])
     stream = spark.readStream.schema(SCHEMA_DDL).option("maxFilesPerTrigger", 1).json(source)
@@ -273,9 +276,10 @@ def test_offline_compaction_of_real_fixtures(spark, fixture_table, name):
         check_plans_parse_with_hudi_schema(base)
 
 
-def test_compaction_in_waves_that_wait_for_ingestion_at_lowered_priority(spark, tmp_path):
-    """Async mode's shape: one Spark job per wave of `wave` operations, `before_wave` called before each (the
-    service waits there for a running micro-batch), merging threads niced; the result equals a plain compaction."""
+def test_compaction_one_job_per_operation_at_lowered_priority(spark, tmp_path):
+    """Async mode's shape: each operation a Spark job of one task, `concurrency` at a time, `before_task` called
+    before each (in FIFO mode the service waits there for a running micro-batch), each submitted inside
+    `job_context()`, merging threads niced; the result equals a plain compaction."""
     base = str(tmp_path / "t")
     model, _ = _setup(spark, base, n=3, seed=26)
     tl = Timeline(base)
@@ -283,13 +287,34 @@ def test_compaction_in_waves_that_wait_for_ingestion_at_lowered_priority(spark, 
     instant = schedule_compaction(base, tl, opts, force=True)
     ops = len(pending_plans(tl)[instant]["operations"])
     assert ops > 1
-    waves = []
-    stats = run_compaction(
-        spark, base, tl, instant, opts.max_memory_bytes, wave=1, before_wave=lambda: waves.append(1), nice=5
-    )
-    assert len(waves) == ops and len(stats) == ops
+    calls, contexts = [], []
+
+    @contextlib.contextmanager
+    def job_context():
+        contexts.append(threading.current_thread().name)
+        yield
+
+    tracker = spark.sparkContext.statusTracker()
+    spark.sparkContext.setJobGroup("one-job-per-operation", "test")
+    try:
+        stats = run_compaction(
+            spark,
+            base,
+            tl,
+            instant,
+            opts.max_memory_bytes,
+            concurrency=2,
+            before_task=lambda: calls.append(1),
+            nice=5,
+            job_context=job_context,
+        )
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert len(calls) == ops and len(stats) == ops
+    assert len(contexts) == min(2, ops) and all(name.startswith("hoodie-compact") for name in contexts)
+    assert not tracker.getJobIdsForGroup("one-job-per-operation"), "the operations ran in the caller's thread"
     assert Timeline(base).get(instant).is_completed
-    _both_readers(base, model, "after a compaction run in waves")
+    _both_readers(base, model, "after a compaction run one operation a job")
 
 
 def test_merging_thread_runs_niced():

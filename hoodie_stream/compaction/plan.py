@@ -1,7 +1,10 @@
 """Compaction plan operator: decide whether to compact (trigger strategy) and write the plan.
 
 The plan has one operation per latest file slice that has log files (log-only slices included), skipping file
-groups already in a pending compaction. It is written as `<instant>.compaction.requested`, the Avro
+groups already in a pending compaction, chosen as Hudi's default strategy (log file size based, bounded IO) does:
+the slices with the most log bytes first, as long as the plan's IO (base and log bytes read plus the bytes
+written) is within `compaction.target_io` MB (the operation that reaches the bound is the plan's last). A slice
+left out gains log bytes with every delta commit and so comes first in a later plan. It is written as `<instant>.compaction.requested`, the Avro
 `HoodieCompactionPlan` as Hudi serializes it (version 2: file names, not paths). From then on writers put new log
 files of those file groups under the compaction instant (a new slice), and readers merge them with the slice being
 compacted until the compaction commits.
@@ -96,14 +99,37 @@ def make_operations(storage: Storage, timeline: Timeline) -> list[CompactionOper
     return ops
 
 
-def schedule_compaction(storage, timeline, opts=None, force=False):
-    """Write a compaction plan when the trigger strategy says so (or `force`). Returns its instant or None."""
+def plan_io_mb(plan) -> float:
+    """The IO (MB read and written) of a plan's operations, as their TOTAL_IO_MB metrics say."""
+    return sum(op.metrics.get("TOTAL_IO_MB", 0.0) for op in plan_operations(plan))
+
+
+def order_and_bound(ops: list[CompactionOperation], target_io_mb: float | None) -> list[CompactionOperation]:
+    """The operations with the most log bytes first, cut after the one whose IO reaches `target_io_mb` (None:
+    all of them)."""
+    ordered = sorted(ops, key=lambda op: op.metrics.get("TOTAL_LOG_FILES_SIZE", 0.0), reverse=True)
+    if target_io_mb is None:
+        return ordered
+    chosen = []
+    remaining = float(target_io_mb)
+    for op in ordered:
+        if remaining <= 0:
+            break
+        chosen.append(op)
+        remaining -= op.metrics.get("TOTAL_IO_MB", 0.0)
+    return chosen
+
+
+def schedule_compaction(storage, timeline, opts=None, force=False, target_io_mb=None):
+    """Write a compaction plan when the trigger strategy says so (or `force`). Returns its instant or None.
+    The plan's IO is bounded by `compaction.target_io` of `opts` when set, else by `target_io_mb` when given."""
     timeline.reload()
     if not force:
         ok, _n, _s = should_schedule(timeline, opts)
         if not ok:
             return None
-    ops = make_operations(storage, timeline)
+    bound = getattr(opts, "target_io_mb", None) or target_io_mb
+    ops = order_and_bound(make_operations(storage, timeline), bound)
     if not ops:
         return None
     plan = {

@@ -1,8 +1,11 @@
 """Run one planned compaction: requested -> inflight, the execute operator as Spark tasks (one per operation),
 then the commit operator; on any failure the compaction is reverted to requested and the error propagates."""
 
+import contextlib
 import json
 import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import rebuild_task_error
 from ..format.base_file import DEFAULT_COMPRESSION
@@ -21,21 +24,24 @@ def run_compaction(
     instant,
     max_memory_bytes,
     tasks=None,
-    wave=None,
-    before_wave=None,
+    concurrency=None,
+    before_task=None,
     nice=0,
     guard=None,
     compression=DEFAULT_COMPRESSION,
+    job_context=None,
 ):
     """Execute and commit one planned compaction. Returns the completed instant's write stats.
 
-    With `wave`, the operations run as successive Spark jobs of at most `wave` tasks each, `before_wave()` called
-    before each job; `nice` lowers the CPU priority of the merging threads. On failure the compaction's files are
-    removed, the plan goes back to requested and the exception propagates (the caller reports it). `guard()` is
-    called before the plan goes inflight and before the commit (the writer lease's check).
+    Without `concurrency`, the operations run as one Spark job of `tasks` tasks (one per operation when unset).
+    With `concurrency`, each operation is a Spark job of one task, submitted by `concurrency` driver threads: at
+    most that many compaction tasks hold executor slots at once, and a slot a finished operation frees is taken by
+    the next one straight away. Each thread calls `before_task()` before it submits an operation and submits it
+    inside `job_context()` (the thread's scheduler pool and job group). `nice` lowers the CPU priority of the
+    merging threads. On failure the compaction's files are removed, the plan goes back to requested and the
+    exception propagates (the caller reports it). `guard()` is called before the plan goes inflight and before
+    the commit (the writer lease's check).
     """
-    from pyspark.sql import types as T
-
     timeline.reload()
     inst = timeline.get(instant)
     if inst is None or inst.is_completed:
@@ -49,24 +55,19 @@ def run_compaction(
     timeline.transition_to_inflight(instant, "compaction", b"")
     committed = {i.timestamp for i in timeline.commits_timeline()}
     try:
-        if ops:
-            rows = [(json.dumps(op.to_avro()),) for op in ops]
-            size = wave or len(ops)
-            task = CompactTask(storage, instant, committed, max_memory_bytes, nice, compression)
+        rows = [(json.dumps(op.to_avro()),) for op in ops]
+        task = CompactTask(storage, instant, committed, max_memory_bytes, nice, compression)
+        if not rows:
             result = []
-            for start in range(0, len(rows), size):
-                chunk = rows[start : start + size]
-                if before_wave is not None:
-                    before_wave()
-                frame = spark.createDataFrame(chunk, "op string").repartition(min(len(chunk), tasks or len(chunk)))
-                result += frame.mapInArrow(task, T.StructType([T.StructField("stat", T.StringType())])).collect()
-            stats = []
-            for row in result:
-                data = json.loads(row["stat"])
-                data.pop("__ranges", None)
-                stats.append(WriteStat.from_dict(data))
+        elif concurrency:
+            result = _run_operations_apart(spark, task, rows, concurrency, before_task, job_context)
         else:
-            stats = []
+            result = _run_job(spark, task, rows, min(len(rows), tasks or len(rows)))
+        stats = []
+        for row in result:
+            data = json.loads(row["stat"])
+            data.pop("__ranges", None)
+            stats.append(WriteStat.from_dict(data))
         if guard is not None:
             guard()
         commit_compaction(storage, timeline, instant, plan, stats)
@@ -83,3 +84,45 @@ def run_compaction(
             raise error from None
         raise
     return stats
+
+
+def _run_job(spark, task, rows, partitions):
+    """One Spark job running the execute operator over `rows` (operations as JSON) in `partitions` tasks."""
+    from pyspark.sql import types as T
+
+    frame = spark.createDataFrame(rows, "op string")
+    frame = frame.coalesce(1) if partitions == 1 else frame.repartition(partitions)
+    return frame.mapInArrow(task, T.StructType([T.StructField("stat", T.StringType())])).collect()
+
+
+def _run_operations_apart(spark, task, rows, concurrency, before_task, job_context):
+    """Each operation its own one-task job, `concurrency` jobs at a time; the first failure stops the others from
+    starting new operations and is raised once the running ones ended."""
+    pending = list(reversed(rows))
+    lock = threading.Lock()
+    failed = threading.Event()
+    context = job_context or contextlib.nullcontext
+
+    def worker():
+        out = []
+        with context():
+            while not failed.is_set():
+                with lock:
+                    if not pending:
+                        return out
+                    row = pending.pop()
+                if before_task is not None:
+                    before_task()
+                try:
+                    out += _run_job(spark, task, [row], 1)
+                except BaseException:
+                    failed.set()
+                    raise
+        return out
+
+    with ThreadPoolExecutor(max_workers=min(concurrency, len(rows)), thread_name_prefix="hoodie-compact") as pool:
+        futures = [pool.submit(worker) for _ in range(min(concurrency, len(rows)))]
+    result = []
+    for future in futures:
+        result += future.result()  # raises the first failure (every worker has ended)
+    return result

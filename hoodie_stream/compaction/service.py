@@ -1,31 +1,41 @@
 """Table services on the driver: schedule compaction after commits; execute + commit it inline or in a background
-thread (its Spark jobs in their own scheduler pool) while micro-batches keep committing; clean after commits.
+thread while micro-batches keep committing; clean after commits.
 
-Asynchronous compaction yields to ingestion: it runs a plan's operations in waves of at most
-`compaction.tasks` Spark tasks (half the default parallelism when unset), so it never holds every executor slot;
-it submits a wave only when no micro-batch is being written (waiting at most INGEST_WAIT_SECONDS); and its tasks
-merge at a lowered CPU priority (`hoodie.stream.compaction.nice`), so a micro-batch sharing the cores comes first.
+Asynchronous compaction shares the executors with ingestion. With `spark.scheduler.mode=FAIR` its jobs run in a
+scheduler pool of their own (`chain.scheduler_pools`): `hoodie_compaction` (weight 1, against the micro-batches'
+`hoodie_write`, weight 2) while it keeps pace, `hoodie_compaction_catch_up` (weight 2) when plans wait behind the
+running one. Each operation is a Spark job of one task, at most `compaction.tasks` of them at once (half the
+default parallelism when unset; all of it when catching up), so a slot a finished operation frees goes to the next
+operation or to a micro-batch at once, and its merging threads run at a lowered CPU priority
+(`hoodie.stream.compaction.nice`; none when catching up). In FIFO mode (no pools) it submits an operation only
+when no micro-batch is being written (waiting at most INGEST_WAIT_SECONDS).
 
-At most one compaction runs at a time, earliest plan first. When plans pile up past
-`hoodie.stream.compaction.max.pending`, the writer waits for the compaction thread (back-pressure) and logs a
-warning. On start, an inflight compaction a crash left behind is reverted to requested and run again, and an
-interrupted clean is finished.
+Plans are bounded so that one completes within its interval: unless `compaction.target_io` is set, a plan's IO
+budget is the compaction pace measured on the plans run so far (MB of plan IO a second) times the time the
+trigger takes to come round again (the measured time between delta commits times `compaction.delta_commits`,
+or `compaction.delta_seconds`), with a margin. At most one compaction runs at a time, earliest plan first. A plan
+due while `hoodie.stream.compaction.max.pending` plans are pending is written later, when one of them completed;
+only when it is overdue for a whole trigger interval does the writer wait for the compaction thread
+(back-pressure, the last resort) with a warning. On start, an inflight compaction a crash left behind is
+reverted to requested and run again, and an interrupted clean is finished.
 """
 
 import contextlib
 import logging
 import threading
+import time
 import uuid
 
+from ..chain.scheduler_pools import CATCH_UP_POOL, COMPACTION_POOL, fair_scheduling, in_pool
 from ..format.timeline import Timeline
 from ..storage import storage_for
 from . import clean
 from .commit import revert_to_requested
-from .plan import pending_plans, schedule_compaction
+from .pace import CompactionPace
+from .plan import pending_plans, plan_io_mb, schedule_compaction, should_schedule
 from .run import run_compaction
 
 log = logging.getLogger("hoodie_stream.compaction")
-POOL = "hoodie_compaction"
 INGEST_WAIT_SECONDS = 30
 
 
@@ -41,9 +51,11 @@ def recover(storage):
     return reverted
 
 
-def run_pending_compactions(spark, storage, opts, limit=None, wave=None, before_wave=None, nice=0, guard=None):
-    """Execute and commit pending compaction plans, earliest first. Returns the instants completed. `guard()`
-    raises when the writer must not go on (the writer lease was lost)."""
+def run_pending_compactions(
+    spark, storage, opts, limit=None, concurrency=None, before_task=None, nice=0, guard=None, job_context=None
+):
+    """Execute and commit pending compaction plans, earliest first (see `run_compaction` for the arguments).
+    Returns the instants completed. `guard()` raises when the writer must not go on (the writer lease was lost)."""
     done = []
     timeline = Timeline(storage)
     for instant in list(pending_plans(timeline)):
@@ -56,11 +68,12 @@ def run_pending_compactions(spark, storage, opts, limit=None, wave=None, before_
             instant,
             opts.max_memory_bytes,
             opts.tasks,
-            wave=wave,
-            before_wave=before_wave,
+            concurrency=concurrency,
+            before_task=before_task,
             nice=nice,
             guard=guard,
             compression=opts.parquet_codec,
+            job_context=job_context,
         )
         done.append(instant)
     return done
@@ -85,7 +98,11 @@ class TableServices:
         self._recovered = False
         self._idle = threading.Event()  # set while no micro-batch is being written
         self._idle.set()
-        self._group = f"{POOL}-{uuid.uuid4().hex[:12]}"  # this table's compaction jobs (stop() cancels them)
+        self._group = f"{COMPACTION_POOL}-{uuid.uuid4().hex[:12]}"  # this table's compaction jobs (stop() cancels)
+        self.pace = CompactionPace(opts)
+        self._fifo_warned = False
+        self.overdue = 0  # commits since a plan was due that could not be written (max.pending plans pending)
+        self.back_pressure_seconds = 0.0  # time the writer waited for compaction (back-pressure)
 
     def use_lease(self, lease):
         """The writer lease: each background step holds it; its check runs before plans and commits."""
@@ -108,50 +125,98 @@ class TableServices:
 
     def after_commit(self, spark):
         opts = self.opts
+        self.pace.delta_committed()
+        self._spark = spark
         with self._holding():
-            timeline = Timeline(self.storage)
             if opts.schedule:
-                instant = schedule_compaction(self.storage, timeline, opts)
-                if instant:
-                    log.info("compaction %s scheduled for %s", instant, self.storage.uri)
+                self._schedule(spark, Timeline(self.storage))
             if not opts.async_run:
                 self.completed += run_pending_compactions(spark, self.storage, opts, guard=self.guard)
                 clean.clean(self.storage, Timeline(self.storage), opts)
                 return
             if not opts.clean_async:
                 clean.clean(self.storage, Timeline(self.storage), opts)
-        self._spark = spark
         self._kick()
+        self._back_pressure()
+
+    def _schedule(self, spark, timeline):
+        """Write a plan when the trigger says so. Async: the plan's IO is bounded by the measured pace, and a plan
+        due while `hoodie.stream.compaction.max.pending` plans are pending waits (it is written after a later
+        commit, when one of them completed)."""
+        opts = self.opts
+        budget = None
+        if opts.async_run:
+            due, _n, _s = should_schedule(timeline, opts)
+            if not due:
+                self.overdue = 0
+                return
+            if len(pending_plans(timeline)) >= opts.max_pending:
+                self.overdue += 1
+                return
+            self.overdue = 0
+            budget = self.pace.plan_budget_mb(self._concurrency(spark, False))
+        instant = schedule_compaction(self.storage, timeline, opts, target_io_mb=budget)
+        if instant:
+            log.info("compaction %s scheduled for %s", instant, self.storage.uri)
+
+    def _back_pressure(self):
+        """The last resort: when a due plan could not be written for a whole trigger interval (as many commits as
+        `compaction.delta_commits`), the writer waits until a pending plan completed, with a warning."""
+        opts = self.opts
+        if self.overdue < max(1, opts.delta_commits):
+            return
         pending = len(pending_plans(Timeline(self.storage)))
-        if pending > opts.max_pending:
-            log.warning(
-                "%d compaction plans pending for %s (limit %d): waiting for compaction to catch up",
-                pending,
-                self.storage,
-                opts.max_pending,
-            )
-            while len(pending_plans(Timeline(self.storage))) > opts.max_pending:
-                self._kick()
-                self._thread.join(0.5)
+        if pending < opts.max_pending:
+            return
+        log.warning(
+            "%d compaction plans pending for %s (limit %d) and the next one overdue for %d commits: the writer "
+            "waits for compaction to catch up",
+            pending,
+            self.storage,
+            opts.max_pending,
+            self.overdue,
+        )
+        started = time.monotonic()
+        while len(pending_plans(Timeline(self.storage))) >= opts.max_pending and not self._stop:
+            self._kick()
+            thread = self._thread
+            if thread is not None:
+                thread.join(0.5)
+        self.back_pressure_seconds += time.monotonic() - started
 
     @contextlib.contextmanager
     def ingesting(self):
-        """Marks a micro-batch in progress: the async compaction submits no new wave of tasks meanwhile."""
+        """Marks a micro-batch in progress: in FIFO mode the async compaction submits no new task meanwhile."""
         self._idle.clear()
         try:
             yield
         finally:
             self._idle.set()
 
-    def _before_wave(self):
-        """Let a running micro-batch finish before the next compaction tasks take executor slots (bounded wait,
-        so compaction still progresses when micro-batches run back to back)."""
+    def _before_task(self):
+        """FIFO mode: let a running micro-batch finish before the next compaction task takes an executor slot
+        (bounded wait, so compaction still progresses when micro-batches run back to back)."""
         self._idle.wait(INGEST_WAIT_SECONDS)
 
-    def _wave_size(self, spark):
-        if self.opts.tasks:
-            return self.opts.tasks
-        return max(1, spark.sparkContext.defaultParallelism // 2)
+    def _concurrency(self, spark, catching_up):
+        """Compaction tasks at once: all the default parallelism when catching up, else `compaction.tasks` or half
+        of it."""
+        slots = spark.sparkContext.defaultParallelism
+        if catching_up:
+            return max(slots, self.opts.tasks or 1)
+        return self.opts.tasks or max(1, slots // 2)
+
+    @contextlib.contextmanager
+    def _job_context(self, pool):
+        """A compaction thread's Spark jobs: in `pool`, in this table's job group (which stop() cancels)."""
+        sc = self._spark.sparkContext
+        with in_pool(sc, pool):
+            sc.setJobGroup(self._group, f"hoodie-stream compaction of {self.storage.uri}", interruptOnCancel=False)
+            try:
+                yield
+            finally:
+                sc.setLocalProperty("spark.jobGroup.id", None)
+                sc.setLocalProperty("spark.job.description", None)
 
     def _kick(self):
         """Start the service thread unless it is running; it works until nothing is pending, then ends."""
@@ -166,30 +231,14 @@ class TableServices:
                 self._thread.start()
 
     def _loop(self):
-        sc = self._spark.sparkContext
-        sc.setLocalProperty("spark.scheduler.pool", POOL)
-        sc.setJobGroup(self._group, f"hoodie-stream compaction of {self.storage.uri}", interruptOnCancel=False)
         while True:
             with self._lock:
                 if self._stop or not self._again:
-                    self._thread_done()
                     return
                 self._again = False
             try:
                 with self._holding():
-                    done = run_pending_compactions(
-                        self._spark,
-                        self.storage,
-                        self.opts,
-                        limit=1,
-                        wave=self._wave_size(self._spark),
-                        before_wave=self._before_wave,
-                        nice=self.opts.nice,
-                        guard=self.guard,
-                    )
-                    if done:
-                        self.completed += done
-                        self._again = True
+                    self._run_one()
                     if self.opts.clean_async:
                         self.guard()
                         clean.clean(self.storage, Timeline(self.storage), self.opts)
@@ -200,9 +249,38 @@ class TableServices:
                     log.exception("table service failed for %s", self.storage.uri)
                     self.errors.append(exc)
 
-    def _thread_done(self):
-        sc = self._spark.sparkContext
-        sc.setLocalProperty("spark.scheduler.pool", None)
+    def _run_one(self):
+        """Run the earliest pending plan with the share its backlog calls for; measure the pace."""
+        spark = self._spark
+        plans = pending_plans(Timeline(self.storage))
+        if not plans:
+            return
+        catching_up = len(plans) > 1  # a plan waits behind this one
+        fair = fair_scheduling(spark.sparkContext)
+        if not fair and not self._fifo_warned:
+            self._fifo_warned = True
+            log.warning(
+                "spark.scheduler.mode is FIFO: async compaction of %s runs between micro-batches; set "
+                "spark.scheduler.mode=FAIR to let it share the executors with them",
+                self.storage,
+            )
+        plan = next(iter(plans.values()))
+        started = time.monotonic()
+        done = run_pending_compactions(
+            spark,
+            self.storage,
+            self.opts,
+            limit=1,
+            concurrency=self._concurrency(spark, catching_up),
+            before_task=None if fair else self._before_task,
+            nice=0 if catching_up else self.opts.nice,
+            guard=self.guard,
+            job_context=lambda: self._job_context(CATCH_UP_POOL if catching_up else COMPACTION_POOL),
+        )
+        if done:
+            self.pace.compacted(plan_io_mb(plan), time.monotonic() - started)
+            self.completed += done
+            self._again = True
 
     def wait_idle(self, timeout=300):
         """Block until the service thread has nothing left to do (or timeout). Returns True when idle."""

@@ -23,6 +23,7 @@ from ..bucket_assign.small_files import average_record_size, recent_write_commit
 from ..bucket_assign.write_tasks import WritePlan, recent_loads
 from ..chain.columns import ASSIGN_TASK, DELETE, FILE_ID, KEY, KEY_GROUP, KIND, PARTITION, SEQ, WRITE_TASK
 from ..chain.key_groups import assign_task_expr, key_group_expr
+from ..chain.scheduler_pools import WRITE_POOL, in_pool
 from ..chain.stages import AssignSpec, BatchContext, WriteSpec
 from ..checkpoints import recovery
 from ..checkpoints.batch_checkpoint import last_batch_id, writer_identifier
@@ -119,8 +120,8 @@ class HoodieStreamSink:
         spark = df.sparkSession
         self._hold_for_query(spark)
         self.lease.remove_on_release = False
-        with self.lease.hold():
-            with self.services.ingesting():  # async compaction starts no new work while a micro-batch runs
+        with self.lease.hold(), in_pool(spark.sparkContext, WRITE_POOL, keep_callers=True):
+            with self.services.ingesting():  # (FIFO mode) async compaction starts no new task meanwhile
                 try:
                     self._write_batch(df, batch_id)
                 except BaseException:
