@@ -44,7 +44,14 @@ def run_bulk_insert(df, writer, txn, options, tasks, committed=None):
     context = BatchContext(writer.storage, txn.instant, "bulk_insert", ordering, tuple(df.columns), o.release_memory)
     record_size = average_record_size(recent_write_commits(writer.timeline), o.record_size_estimate)
     event_time = mode == "EVENT_TIME_ORDERING" and bool(ordering)
-    routed, sort_columns = _routed(df, context, props, o.key_groups, tasks, event_time)
+    routed, sort_columns, key_columns = _routed(df, context, props, o.key_groups, tasks, event_time, o.global_index)
+    if not o.bulk_insert_sort_input or (o.global_index and make_key_generator(props).partition_fields):
+        # a key may meet its task in more than one run (in two partitions, or unsorted): keep its winner alone, so
+        # that no losing record is written to a base file (deleting it again in the same instant would leave a
+        # file group where Hudi's readers let the old record win over the key's later re-insert)
+        order = [_quoted(context.ordering_field)] if event_time else []
+        routed = _winners(routed, key_columns, [*order, SEQ])
+    routed = routed.drop(ASSIGN_TASK)
     if o.bulk_insert_sort_input:
         routed = routed.sortWithinPartitions(*[F.col(c) for c in sort_columns])
     spec = BulkInsertSpec(
@@ -64,8 +71,23 @@ def run_bulk_insert(df, writer, txn, options, tasks, committed=None):
     return [(r["kind"], r["payload"]) for r in results.collect()]
 
 
-def _routed(df, context, props, key_groups, tasks, event_time):
-    """(the records shuffled to their write tasks by key group, the sort columns of a task's input)."""
+def _winners(routed, key_columns, order_columns):
+    """The winner of each key: the greatest (ordering value, arrival) of `order_columns`, deletes included (a
+    winning delete writes nothing). The window is partitioned by the write task and the key, which the shuffle by
+    write task already satisfies: Spark sorts within the tasks, no second shuffle."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    rank = "_hoodie_stream_rank"
+    window = Window.partitionBy(F.col(ASSIGN_TASK), *[F.col(c) for c in key_columns]).orderBy(
+        *[F.col(c).desc() for c in order_columns]
+    )
+    return routed.withColumn(rank, F.row_number().over(window)).where(F.col(rank) == 1).drop(rank)
+
+
+def _routed(df, context, props, key_groups, tasks, event_time, global_index):
+    """(the records shuffled to their write tasks by key group with their write task column, the sort columns of a
+    task's input, the columns that identify a record: the key, and the partition unless the index is global)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -84,7 +106,8 @@ def _routed(df, context, props, key_groups, tasks, event_time):
             }
         )
         key_cols = [_quoted(f) for f in keygen.record_key_fields]
-        return routed.repartition(tasks, ASSIGN_TASK).drop(ASSIGN_TASK), [*partition_cols, *key_cols, *ordering, SEQ]
+        identity = key_cols if global_index else [*partition_cols, *key_cols]
+        return routed.repartition(tasks, ASSIGN_TASK), [*partition_cols, *key_cols, *ordering, SEQ], identity
     keyed_schema = T.StructType(
         df.schema.fields
         + [
@@ -100,7 +123,8 @@ def _routed(df, context, props, key_groups, tasks, event_time):
             ASSIGN_TASK: F.expr(assign_task_expr(key_groups, tasks)),
         }
     )
-    return keyed.repartition(tasks, ASSIGN_TASK).drop(ASSIGN_TASK), [PARTITION, KEY, *ordering, SEQ]
+    identity = [KEY] if global_index else [PARTITION, KEY]
+    return keyed.repartition(tasks, ASSIGN_TASK), [PARTITION, KEY, *ordering, SEQ], identity
 
 
 def _quoted(name):
