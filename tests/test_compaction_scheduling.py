@@ -29,21 +29,31 @@ from stream_model import OPTIONS, TableModel, events_df, generate_batches, table
 
 
 # -- plan strategy (Spark-free) --------------------------------------------------------------------------------
-def _op(i, log_bytes, io_mb):
+def _op(i, log_bytes, io_mb, log_files=1):
     return CompactionOperation(
         file_id=f"f{i}",
         partition="p",
         base_instant="1",
-        log_files=(f".f{i}_1.log.1_0-1-0",),
-        metrics={"TOTAL_LOG_FILES_SIZE": float(log_bytes), "TOTAL_IO_MB": float(io_mb)},
+        log_files=tuple(f".f{i}_1.log.{n + 1}_0-1-0" for n in range(log_files)),
+        metrics={
+            "TOTAL_LOG_FILES_SIZE": float(log_bytes),
+            "TOTAL_IO_MB": float(io_mb),
+            "TOTAL_LOG_FILES": float(log_files),
+        },
     )
 
 
-def _hudi_rule(ops, target):
+def _hudi_rule(ops, target, overdue=None):
     """Hudi's LogFileSizeBasedCompactionStrategy over BoundedIOCompactionStrategy, as documented: order by total log
     size, largest first; take operations while the remaining target IO is positive, each taken one subtracting its
-    IO (so the one that exhausts the target is still taken)."""
-    ordered = sorted(ops, key=lambda o: -o.metrics["TOTAL_LOG_FILES_SIZE"])
+    IO (so the one that exhausts the target is still taken). Plus this project's rule: slices with `overdue` log
+    files or more first, the most log files (then log bytes) first."""
+    late = sorted(
+        (o for o in ops if overdue is not None and len(o.log_files) >= overdue),
+        key=lambda o: (-len(o.log_files), -o.metrics["TOTAL_LOG_FILES_SIZE"]),
+    )
+    rest = [o for o in ops if o not in late]
+    ordered = late + sorted(rest, key=lambda o: -o.metrics["TOTAL_LOG_FILES_SIZE"])
     if target is None:
         return ordered
     taken, remaining = [], target
@@ -55,17 +65,20 @@ def _hudi_rule(ops, target):
 
 
 @given(
-    st.lists(st.tuples(st.integers(0, 10_000), st.floats(0.01, 500)), max_size=30),
+    st.lists(st.tuples(st.integers(0, 10_000), st.floats(0.01, 500), st.integers(1, 40)), max_size=30),
     st.one_of(st.none(), st.integers(1, 3000)),
+    st.one_of(st.none(), st.integers(1, 40)),
 )
-def test_plan_takes_most_log_bytes_first_within_target_io(slices, target):
-    ops = [_op(i, log, io) for i, (log, io) in enumerate(slices)]
-    chosen = order_and_bound(ops, target)
-    expected = _hudi_rule(ops, target)
-    assert [(o.metrics["TOTAL_LOG_FILES_SIZE"], o.metrics["TOTAL_IO_MB"]) for o in chosen] == [
-        (o.metrics["TOTAL_LOG_FILES_SIZE"], o.metrics["TOTAL_IO_MB"]) for o in expected
-    ]
-    if ops:
+def test_plan_takes_most_log_bytes_first_within_target_io(slices, target, overdue):
+    ops = [_op(i, log, io, files) for i, (log, io, files) in enumerate(slices)]
+    chosen = order_and_bound(ops, target, overdue)
+    expected = _hudi_rule(ops, target, overdue)
+
+    def shape(o):
+        return (len(o.log_files), o.metrics["TOTAL_LOG_FILES_SIZE"], o.metrics["TOTAL_IO_MB"])
+
+    assert [shape(o) for o in chosen] == [shape(o) for o in expected]
+    if ops and overdue is None:
         assert chosen, "a plan always takes the slice with the most log bytes"
         left_out = {o.file_id for o in ops} - {o.file_id for o in chosen}
         most = max((o.metrics["TOTAL_LOG_FILES_SIZE"] for o in chosen), default=0)

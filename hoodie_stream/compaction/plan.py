@@ -4,7 +4,9 @@ The plan has one operation per latest file slice that has log files (log-only sl
 groups already in a pending compaction, chosen as Hudi's default strategy (log file size based, bounded IO) does:
 the slices with the most log bytes first, as long as the plan's IO (base and log bytes read plus the bytes
 written) is within `compaction.target_io` MB (the operation that reaches the bound is the plan's last). A slice
-left out gains log bytes with every delta commit and so comes first in a later plan. It is written as `<instant>.compaction.requested`, the Avro
+left out gains log bytes with every delta commit and so comes first in a later plan; a bounded plan takes first
+the slices with OVERDUE_INTERVALS x `compaction.delta_commits` log files or more (a small file group gains few log
+bytes a commit and would otherwise wait behind the large ones), so every slice is compacted in turn. It is written as `<instant>.compaction.requested`, the Avro
 `HoodieCompactionPlan` as Hudi serializes it (version 2: file names, not paths). From then on writers put new log
 files of those file groups under the compaction instant (a new slice), and readers merge them with the slice being
 compacted until the compaction commits.
@@ -21,6 +23,9 @@ from .operation import CompactionOperation, plan_operations
 
 PLAN_VERSION = 2
 MB = 1024.0 * 1024.0
+# a slice with this many trigger intervals of log files (compaction.delta_commits each) is overdue: bounded plans
+# take the overdue slices first, the most log files first
+OVERDUE_INTERVALS = 6
 
 
 def _compaction_instants(timeline):
@@ -104,10 +109,19 @@ def plan_io_mb(plan) -> float:
     return sum(op.metrics.get("TOTAL_IO_MB", 0.0) for op in plan_operations(plan))
 
 
-def order_and_bound(ops: list[CompactionOperation], target_io_mb: float | None) -> list[CompactionOperation]:
+def order_and_bound(
+    ops: list[CompactionOperation], target_io_mb: float | None, overdue_log_files: int | None = None
+) -> list[CompactionOperation]:
     """The operations with the most log bytes first, cut after the one whose IO reaches `target_io_mb` (None:
-    all of them)."""
-    ordered = sorted(ops, key=lambda op: op.metrics.get("TOTAL_LOG_FILES_SIZE", 0.0), reverse=True)
+    all of them). Slices with at least `overdue_log_files` log files come before the others, the most log files
+    first: a small file group gains few log bytes a commit and would otherwise wait behind the large ones."""
+
+    def rank(op):
+        files = op.metrics.get("TOTAL_LOG_FILES", 0.0)
+        overdue = overdue_log_files is not None and files >= overdue_log_files
+        return (overdue, files if overdue else 0.0, op.metrics.get("TOTAL_LOG_FILES_SIZE", 0.0))
+
+    ordered = sorted(ops, key=rank, reverse=True)
     if target_io_mb is None:
         return ordered
     chosen = []
@@ -129,7 +143,8 @@ def schedule_compaction(storage, timeline, opts=None, force=False, target_io_mb=
         if not ok:
             return None
     bound = getattr(opts, "target_io_mb", None) or target_io_mb
-    ops = order_and_bound(make_operations(storage, timeline), bound)
+    overdue = OVERDUE_INTERVALS * opts.delta_commits if opts is not None and bound is not None else None
+    ops = order_and_bound(make_operations(storage, timeline), bound, overdue)
     if not ops:
         return None
     plan = {
