@@ -120,10 +120,11 @@ def test_plan_budget_follows_the_commit_rate_and_the_measured_pace():
     assert pace.seconds_between_commits() == 2
     assert pace.plan_interval_seconds() == 10
     assert pace.plan_budget_mb(2) == pytest.approx(INITIAL_MB_PER_TASK * 2 * 10 * MARGIN)
-    pace.compacted(100.0, 20.0)  # 5 MB/s measured
+    pace.compacted(100.0, 20.0, tasks=2)  # 5 MB/s measured with two tasks: 2.5 MB/s a task
+    assert pace.plan_budget_mb(1) == pytest.approx(2.5 * 10 * MARGIN)
     assert pace.plan_budget_mb(2) == pytest.approx(5 * 10 * MARGIN)
-    pace.compacted(300.0, 20.0)  # 15 MB/s: the average moves towards it
-    assert 5 < pace.mb_per_second < 15
+    pace.compacted(300.0, 20.0)  # 15 MB/s with one task: the average moves towards it
+    assert 2.5 < pace.mb_per_second < 15
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,8 @@
 """The pace of async compaction, measured, and the plan IO budget it sets when `compaction.target_io` is unset.
 
 A plan should complete before the trigger comes round again, or plans pile up. The budget is the measured pace
-(MB of plan IO, TOTAL_IO_MB, compacted a second of a plan's run; an exponential average over the plans run) times
-the trigger's interval (the median seconds between recent delta commits times `compaction.delta_commits`, or
+(MB of plan IO, TOTAL_IO_MB, compacted a second of a plan's run by one compaction task; an exponential average over
+the plans run) times the compaction tasks the next plan runs with, times the trigger's interval (the median seconds between recent delta commits times `compaction.delta_commits`, or
 `compaction.delta_seconds`, as the trigger strategy combines them), times MARGIN. Before any plan ran, the pace is
 assumed at INITIAL_MB_PER_TASK a second per compaction task. A plan always takes at least the operation with the
 most log bytes, so every slice is compacted in turn (a slice left out gains log bytes with each delta commit).
@@ -24,18 +24,18 @@ class CompactionPace:
     def __init__(self, opts, clock=time.monotonic):
         self.opts = opts
         self.clock = clock
-        self.mb_per_second: float | None = None
+        self.mb_per_second: float | None = None  # per compaction task
         self._commits: deque[float] = deque(maxlen=COMMITS_KEPT)
 
     def delta_committed(self) -> None:
         """A delta commit completed now."""
         self._commits.append(self.clock())
 
-    def compacted(self, io_mb: float, seconds: float) -> None:
-        """A plan of `io_mb` MB of IO ran in `seconds`."""
+    def compacted(self, io_mb: float, seconds: float, tasks: int = 1) -> None:
+        """A plan of `io_mb` MB of IO ran in `seconds` with `tasks` compaction tasks at once."""
         if io_mb <= 0 or seconds <= 0:
             return
-        pace = io_mb / seconds
+        pace = io_mb / seconds / max(1, tasks)
         old = self.mb_per_second
         self.mb_per_second = pace if old is None else SMOOTHING * pace + (1 - SMOOTHING) * old
 
@@ -65,5 +65,5 @@ class CompactionPace:
         interval = self.plan_interval_seconds()
         if interval is None:
             return None
-        pace = self.mb_per_second if self.mb_per_second is not None else INITIAL_MB_PER_TASK * tasks
-        return pace * interval * MARGIN
+        pace = self.mb_per_second if self.mb_per_second is not None else INITIAL_MB_PER_TASK
+        return pace * tasks * interval * MARGIN

@@ -3,10 +3,11 @@ thread while micro-batches keep committing; clean after commits.
 
 Asynchronous compaction shares the executors with ingestion. With `spark.scheduler.mode=FAIR` its jobs run in a
 scheduler pool of their own (`chain.scheduler_pools`): `hoodie_compaction` (weight 1, against the micro-batches'
-`hoodie_write`, weight 2) while it keeps pace, `hoodie_compaction_catch_up` (weight 2) when plans wait behind the
-running one. Each operation is a Spark job of one task, at most `compaction.tasks` of them at once (half the
-default parallelism when unset; all of it when catching up), so a slot a finished operation frees goes to the next
-operation or to a micro-batch at once, and its merging threads run at a lowered CPU priority
+`hoodie_write`, weight 2) while it keeps pace, `hoodie_compaction_catch_up` (weight 2) when a plan waits behind one
+that is CATCH_UP_INTERVALS trigger intervals old. Each operation is a Spark job of one task, at most
+`compaction.tasks` of them at once (half the default parallelism when unset; all of it when catching up), so a
+slot a finished operation frees goes to the next operation or to a micro-batch at once, and its merging threads
+run at a lowered CPU priority
 (`hoodie.stream.compaction.nice`; none when catching up). In FIFO mode (no pools) it submits an operation only
 when no micro-batch is being written (waiting at most INGEST_WAIT_SECONDS).
 
@@ -31,12 +32,14 @@ from ..format.timeline import Timeline
 from ..storage import storage_for
 from . import clean
 from .commit import revert_to_requested
+from .operation import plan_operations
 from .pace import CompactionPace
 from .plan import pending_plans, plan_io_mb, schedule_compaction, should_schedule
 from .run import run_compaction
 
 log = logging.getLogger("hoodie_stream.compaction")
 INGEST_WAIT_SECONDS = 30
+CATCH_UP_INTERVALS = 2  # a plan this many trigger intervals old, with another waiting behind it, catches up
 
 
 def recover(storage):
@@ -249,13 +252,19 @@ class TableServices:
                     log.exception("table service failed for %s", self.storage.uri)
                     self.errors.append(exc)
 
+    def _age_in_intervals(self, instant):
+        """Trigger intervals (compaction.delta_commits delta commits each) completed since plan `instant`."""
+        later = [i for i in Timeline(self.storage).completed(["deltacommit"]) if i.timestamp > instant]
+        return len(later) / max(1, self.opts.delta_commits)
+
     def _run_one(self):
         """Run the earliest pending plan with the share its backlog calls for; measure the pace."""
         spark = self._spark
         plans = pending_plans(Timeline(self.storage))
         if not plans:
             return
-        catching_up = len(plans) > 1  # a plan waits behind this one
+        instant = next(iter(plans))
+        catching_up = len(plans) > 1 and self._age_in_intervals(instant) >= CATCH_UP_INTERVALS
         fair = fair_scheduling(spark.sparkContext)
         if not fair and not self._fifo_warned:
             self._fifo_warned = True
@@ -264,21 +273,22 @@ class TableServices:
                 "spark.scheduler.mode=FAIR to let it share the executors with them",
                 self.storage,
             )
-        plan = next(iter(plans.values()))
+        plan = plans[instant]
+        tasks = self._concurrency(spark, catching_up)
         started = time.monotonic()
         done = run_pending_compactions(
             spark,
             self.storage,
             self.opts,
             limit=1,
-            concurrency=self._concurrency(spark, catching_up),
+            concurrency=tasks,
             before_task=None if fair else self._before_task,
             nice=0 if catching_up else self.opts.nice,
             guard=self.guard,
             job_context=lambda: self._job_context(CATCH_UP_POOL if catching_up else COMPACTION_POOL),
         )
         if done:
-            self.pace.compacted(plan_io_mb(plan), time.monotonic() - started)
+            self.pace.compacted(plan_io_mb(plan), time.monotonic() - started, min(tasks, len(plan_operations(plan))))
             self.completed += done
             self._again = True
 
