@@ -244,7 +244,7 @@ def test_async_compaction_runs_beside_a_micro_batch(spark, tmp_path):
         return (
             spark.range(0, n, numPartitions=2)
             .withColumn("ts", F.lit(b).cast("long"))
-            .withColumn("part", (F.col("id") % 8).cast("string"))
+            .withColumn("part", (F.col("id") % 16).cast("string"))
             .withColumn("payload", F.sha2(F.concat(F.col("id").cast("string"), F.lit(str(b))), 512))
         )
 
@@ -275,7 +275,7 @@ def test_async_compaction_runs_beside_a_micro_batch(spark, tmp_path):
         assert any(s[COMPACTION_POOL] for s in seen), "the compaction never started"
         tracker = sc.statusTracker()
         before = set(tracker.getJobIdsForGroup(sink.services._group))
-        sink(batch(2, 50_000), 2)  # written while the compaction runs
+        sink(batch(2, 200_000), 2)  # written while the compaction runs (16 operations, one at a time)
         during = set(tracker.getJobIdsForGroup(sink.services._group)) - before
     finally:
         stop.set()
@@ -290,17 +290,21 @@ def test_async_compaction_runs_beside_a_micro_batch(spark, tmp_path):
     assert Timeline(base).completed(["commit"]), "the compaction did not complete"
     from hoodie_stream import HoodieTable
 
-    expected = {i: (2 if i < 50_000 else 1) for i in range(200_000)}
+    expected = {i: 2 for i in range(200_000)}
     for reader, rows in (("ours", HoodieTable(base).read()), ("hudi-rs", rs_read(base))):
         got = dict(zip(rows.column("id").to_pylist(), rows.column("ts").to_pylist()))
         assert got == expected, reader
 
 
-def test_a_due_plan_waits_for_max_pending_then_back_pressure_is_the_last_resort(spark, tmp_path, monkeypatch, caplog):
+@pytest.mark.parametrize("compaction", ["completes", "fails"])
+def test_a_due_plan_waits_for_max_pending_then_back_pressure_is_the_last_resort(
+    spark, tmp_path, monkeypatch, caplog, compaction
+):
     """With hoodie.stream.compaction.max.pending=1 and a compaction that cannot progress, a plan due after the
     next commit is not written (pending stays 1) and the writer goes on; once it is overdue for a whole trigger
     interval (compaction.delta_commits commits) the writer waits, with a warning, until the compaction
-    completed; then the overdue plan is written. Both readers see the model."""
+    completed; then the overdue plan is written. A compaction that fails instead ends the wait (the writer goes on,
+    the plan stays requested). Both readers see the model."""
     import logging
 
     from hoodie_stream import HoodieTable
@@ -311,6 +315,8 @@ def test_a_due_plan_waits_for_max_pending_then_back_pressure_is_the_last_resort(
 
     def held_back(*args, **kwargs):
         release.wait(120)
+        if compaction == "fails":
+            raise RuntimeError("compaction failed")
         return real(*args, **kwargs)
 
     monkeypatch.setattr(service, "run_pending_compactions", held_back)
@@ -326,25 +332,35 @@ def test_a_due_plan_waits_for_max_pending_then_back_pressure_is_the_last_resort(
     sink = HoodieStreamSink(base, options)
     services = sink.services
     model = TableModel()
-    pending, waited = [], []
+    pending = []
     caplog.set_level(logging.WARNING, logger="hoodie_stream")
-    timer = None
+    timers = []
+    real_back_pressure = services._back_pressure
+
+    def back_pressure():  # the compaction is let go 1.5 s after the writer starts waiting for it
+        if services.overdue >= 2 and not timers:
+            timers.append(threading.Timer(1.5, release.set))
+            timers[0].start()
+        real_back_pressure()
+
+    services._back_pressure = back_pressure
     for i, events in enumerate(generate_batches(7, seed=37, monotonic=True)):
-        if services.overdue == 1 and timer is None:  # this commit makes the due plan overdue for 2 commits
-            timer = threading.Timer(2.0, release.set)
-            timer.start()
-        started = time.monotonic()
         sink(events_df(spark, events), i)
-        waited.append(time.monotonic() - started)
         model.apply_batch(events)
         pending.append(len(pending_plans(Timeline(base))))
-    assert services.wait_idle(300)
+    services.wait_idle(300)
     assert max(pending) == 1, pending
-    assert timer is not None and services.back_pressure_seconds >= 1.0
+    assert timers and services.back_pressure_seconds >= 1.0
     assert any("waits for compaction to catch up" in r.message for r in caplog.records)
-    assert not services.errors
     sink.close()
-    commits = [i.timestamp for i in Timeline(base).completed(["commit"])]
-    assert len(commits) >= 2, "the held-back plan and the overdue one both completed"
     assert table_rows(HoodieTable(base).read()) == model.rows()
+    if compaction == "fails":
+        assert services.errors and all(str(e) == "compaction failed" for e in services.errors)
+        assert any("failed while the writer waited" in r.message for r in caplog.records)
+        assert not Timeline(base).completed(["commit"]) and len(pending_plans(Timeline(base))) == 1
+        assert real(spark, base, parse_compaction_options()), "the plan runs once compaction works again"
+    else:
+        assert not services.errors
+        commits = [i.timestamp for i in Timeline(base).completed(["commit"])]
+        assert len(commits) >= 2, "the held-back plan and the overdue one both completed"
     assert table_rows(rs_read(base)) == model.rows()

@@ -4,8 +4,8 @@ A plan should complete before the trigger comes round again, or plans pile up. T
 (MB of plan IO, TOTAL_IO_MB, compacted a second of a plan's run by one compaction task; an exponential average over
 the plans run) times the compaction tasks the next plan runs with, times the trigger's interval (the median seconds between recent delta commits times `compaction.delta_commits`, or
 `compaction.delta_seconds`, as the trigger strategy combines them), times MARGIN. Before any plan ran, the pace is
-assumed at INITIAL_MB_PER_TASK a second per compaction task. A plan always takes at least the operation with the
-most log bytes, so every slice is compacted in turn (a slice left out gains log bytes with each delta commit).
+assumed at INITIAL_MB_PER_TASK a second per compaction task. A plan always takes at least its first operation
+(see `plan.order_and_bound`: overdue slices first, then the most log bytes), so every slice is compacted in turn.
 """
 
 from __future__ import annotations

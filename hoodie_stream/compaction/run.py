@@ -30,6 +30,7 @@ def run_compaction(
     guard=None,
     compression=DEFAULT_COMPRESSION,
     job_context=None,
+    stopped=None,
 ):
     """Execute and commit one planned compaction. Returns the completed instant's write stats.
 
@@ -37,7 +38,8 @@ def run_compaction(
     With `concurrency`, each operation is a Spark job of one task, submitted by `concurrency` driver threads: at
     most that many compaction tasks hold executor slots at once, and a slot a finished operation frees is taken by
     the next one straight away. Each thread calls `before_task()` before it submits an operation and submits it
-    inside `job_context()` (the thread's scheduler pool and job group). `nice` lowers the CPU priority of the
+    inside `job_context()` (the thread's scheduler pool and job group); once `stopped()` is true no operation is
+    submitted any more and the compaction fails with CompactionStopped. `nice` lowers the CPU priority of the
     merging threads. On failure the compaction's files are removed, the plan goes back to requested and the
     exception propagates (the caller reports it). `guard()` is called before the plan goes inflight and before
     the commit (the writer lease's check).
@@ -60,7 +62,7 @@ def run_compaction(
         if not rows:
             result = []
         elif concurrency:
-            result = _run_operations_apart(spark, task, rows, concurrency, before_task, job_context)
+            result = _run_operations_apart(spark, task, rows, concurrency, before_task, job_context, stopped)
         else:
             result = _run_job(spark, task, rows, min(len(rows), tasks or len(rows)))
         stats = []
@@ -95,9 +97,13 @@ def _run_job(spark, task, rows, partitions):
     return frame.mapInArrow(task, T.StructType([T.StructField("stat", T.StringType())])).collect()
 
 
-def _run_operations_apart(spark, task, rows, concurrency, before_task, job_context):
-    """Each operation its own one-task job, `concurrency` jobs at a time; the first failure stops the others from
-    starting new operations and is raised once the running ones ended."""
+class CompactionStopped(Exception):
+    """The compaction's service was stopped before every operation ran (the plan goes back to requested)."""
+
+
+def _run_operations_apart(spark, task, rows, concurrency, before_task, job_context, stopped=None):
+    """Each operation its own one-task job, `concurrency` jobs at a time; the first failure (or `stopped()`) stops
+    the others from starting new operations and is raised once the running ones ended."""
     pending = list(reversed(rows))
     lock = threading.Lock()
     failed = threading.Event()
@@ -113,6 +119,9 @@ def _run_operations_apart(spark, task, rows, concurrency, before_task, job_conte
                     row = pending.pop()
                 if before_task is not None:
                     before_task()
+                if stopped is not None and stopped():
+                    failed.set()
+                    raise CompactionStopped("the compaction service was stopped")
                 try:
                     out += _run_job(spark, task, [row], 1)
                 except BaseException:

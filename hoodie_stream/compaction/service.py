@@ -55,7 +55,16 @@ def recover(storage):
 
 
 def run_pending_compactions(
-    spark, storage, opts, limit=None, concurrency=None, before_task=None, nice=0, guard=None, job_context=None
+    spark,
+    storage,
+    opts,
+    limit=None,
+    concurrency=None,
+    before_task=None,
+    nice=0,
+    guard=None,
+    job_context=None,
+    stopped=None,
 ):
     """Execute and commit pending compaction plans, earliest first (see `run_compaction` for the arguments).
     Returns the instants completed. `guard()` raises when the writer must not go on (the writer lease was lost)."""
@@ -77,6 +86,7 @@ def run_pending_compactions(
             guard=guard,
             compression=opts.parquet_codec,
             job_context=job_context,
+            stopped=stopped,
         )
         done.append(instant)
     return done
@@ -164,7 +174,8 @@ class TableServices:
 
     def _back_pressure(self):
         """The last resort: when a due plan could not be written for a whole trigger interval (as many commits as
-        `compaction.delta_commits`), the writer waits until a pending plan completed, with a warning."""
+        `compaction.delta_commits`), the writer waits until a pending plan completed, with a warning; a compaction
+        that fails meanwhile ends the wait (it is logged and retried after a later commit)."""
         opts = self.opts
         if self.overdue < max(1, opts.delta_commits):
             return
@@ -180,7 +191,15 @@ class TableServices:
             self.overdue,
         )
         started = time.monotonic()
+        failures = len(self.errors)
         while len(pending_plans(Timeline(self.storage))) >= opts.max_pending and not self._stop:
+            if len(self.errors) > failures:  # the compaction failed (logged): the writer goes on, retried later
+                log.warning(
+                    "compaction of %s failed while the writer waited for it; the writer goes on and the plan is "
+                    "retried",
+                    self.storage,
+                )
+                break
             self._kick()
             thread = self._thread
             if thread is not None:
@@ -286,6 +305,7 @@ class TableServices:
             nice=0 if catching_up else self.opts.nice,
             guard=self.guard,
             job_context=lambda: self._job_context(CATCH_UP_POOL if catching_up else COMPACTION_POOL),
+            stopped=lambda: self._stop,
         )
         if done:
             self.pace.compacted(plan_io_mb(plan), time.monotonic() - started, min(tasks, len(plan_operations(plan))))
