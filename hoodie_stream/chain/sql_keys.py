@@ -27,7 +27,8 @@ _PLAIN_TYPES = {"string", "byte", "short", "integer", "long"}
 _KNOWN = (KeyGenerator, SimpleKeyGenerator, ComplexKeyGenerator, NonpartitionedKeyGenerator, GlobalDeleteKeyGenerator)
 
 
-def _quoted(name):
+def quoted(name):
+    """A column name as Spark parses it literally (dots, spaces and backquotes included)."""
     return "`" + name.replace("`", "``") + "`"
 
 
@@ -55,10 +56,10 @@ def record_key_sql(keygen, type_names):
     if any(type_names.get(f) not in _PLAIN_TYPES for f in fields):
         return None
     if not _is_complex(keygen):
-        return f"cast({_quoted(fields[0])} as string)"
+        return f"cast({quoted(fields[0])} as string)"
     parts = []
     for f in fields:
-        value = f"cast({_quoted(f)} as string)"
+        value = f"cast({quoted(f)} as string)"
         shown = (
             f"CASE WHEN {value} IS NULL THEN {_literal(NULL_PLACEHOLDER)} "
             f"WHEN {value} = '' THEN {_literal(EMPTY_PLACEHOLDER)} ELSE {value} END"
@@ -72,4 +73,4 @@ def sortable_fields(fields, type_names):
     atomic = _PLAIN_TYPES | {"boolean", "float", "double", "date", "timestamp", "timestamp_ntz", "decimal"}
     if any(type_names.get(f, "").split("(")[0] not in atomic for f in fields):
         return None
-    return [_quoted(f) for f in fields]
+    return [quoted(f) for f in fields]

@@ -20,14 +20,14 @@ written again (a duplicate; the index state then points to the new copy), and de
 """
 
 from ..bucket_assign.small_files import average_record_size, recent_write_commits
-from ..chain.columns import ASSIGN_TASK, DELETE, KEY, KEY_GROUP, PARTITION, SEQ
+from ..chain.columns import ASSIGN_TASK, KEY, KEY_GROUP, PARTITION, SEQ
 from ..chain.key_groups import assign_task_expr, key_group_expr, key_group_of
-from ..chain.sql_keys import record_key_sql, sortable_fields
+from ..chain.sql_keys import quoted, record_key_sql, sortable_fields
 from ..chain.stages import BatchContext, BulkInsertSpec
 from ..format.keygen import make_key_generator
 from ..format.merge import merge_mode
 from .bulk_insert_write import BulkInsertWriteFunction
-from .key_by import KeyBy
+from .key_by import KeyBy, keyed_schema
 from .write_function import RESULT_SCHEMA
 
 
@@ -49,7 +49,7 @@ def run_bulk_insert(df, writer, txn, options, tasks, committed=None):
         # a key may meet its task in more than one run (in two partitions, or unsorted): keep its winner alone, so
         # that no losing record is written to a base file (deleting it again in the same instant would leave a
         # file group where Hudi's readers let the old record win over the key's later re-insert)
-        order = [_quoted(context.ordering_field)] if event_time else []
+        order = [quoted(context.ordering_field)] if event_time else []
         routed = _winners(routed, key_columns, [*order, SEQ])
     routed = routed.drop(ASSIGN_TASK)
     if o.bulk_insert_sort_input:
@@ -89,13 +89,12 @@ def _routed(df, context, props, key_groups, tasks, event_time, global_index):
     """(the records shuffled to their write tasks by key group with their write task column, the sort columns of a
     task's input, the columns that identify a record: the key, and the partition unless the index is global)."""
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
     keygen = make_key_generator(props)
     types = {f.name: f.dataType.typeName() for f in df.schema.fields}
     key_sql = record_key_sql(keygen, types)
     partition_cols = sortable_fields(keygen.partition_fields, types)
-    ordering = [_quoted(context.ordering_field)] if event_time else []
+    ordering = [quoted(context.ordering_field)] if event_time else []
     if key_sql is not None and partition_cols is not None:
         group = key_group_of(key_groups, key_sql)
         routed = df.withColumns(
@@ -105,19 +104,11 @@ def _routed(df, context, props, key_groups, tasks, event_time, global_index):
                 ASSIGN_TASK: F.expr(assign_task_expr(key_groups, tasks, group)),
             }
         )
-        key_cols = [_quoted(f) for f in keygen.record_key_fields]
+        key_cols = [quoted(f) for f in keygen.record_key_fields]
         identity = key_cols if global_index else [*partition_cols, *key_cols]
         return routed.repartition(tasks, ASSIGN_TASK), [*partition_cols, *key_cols, *ordering, SEQ], identity
-    keyed_schema = T.StructType(
-        df.schema.fields
-        + [
-            T.StructField(SEQ, T.LongType()),
-            T.StructField(KEY, T.StringType()),
-            T.StructField(PARTITION, T.StringType()),
-            T.StructField(DELETE, T.BooleanType()),
-        ]
-    )
-    keyed = df.mapInArrow(KeyBy(context, props), keyed_schema).withColumns(
+    schema = keyed_schema(df.schema)
+    keyed = df.mapInArrow(KeyBy(context, props), schema).withColumns(
         {
             KEY_GROUP: F.expr(key_group_expr(key_groups)),
             ASSIGN_TASK: F.expr(assign_task_expr(key_groups, tasks)),
@@ -125,7 +116,3 @@ def _routed(df, context, props, key_groups, tasks, event_time, global_index):
     )
     identity = [KEY] if global_index else [PARTITION, KEY]
     return keyed.repartition(tasks, ASSIGN_TASK), [PARTITION, KEY, *ordering, SEQ], identity
-
-
-def _quoted(name):
-    return "`" + name.replace("`", "``") + "`"

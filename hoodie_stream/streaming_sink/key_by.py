@@ -19,6 +19,22 @@ from ..format import partition_path
 from ..format.keygen import field_column, make_key_generator
 
 
+def keyed_schema(schema):
+    """The Spark schema of key-by's output: the input's fields, then the arrival number, record key, partition path
+    and delete flag it adds."""
+    from pyspark.sql import types as T
+
+    return T.StructType(
+        schema.fields
+        + [
+            T.StructField(SEQ, T.LongType()),
+            T.StructField(KEY, T.StringType()),
+            T.StructField(PARTITION, T.StringType()),
+            T.StructField(DELETE, T.BooleanType()),
+        ]
+    )
+
+
 def describe_row(table, row, limit=6):
     """A short text of one record for error messages: its first columns and values."""
     values = []

@@ -21,9 +21,10 @@ import pyarrow as pa
 from ..bucket_assign.assigner import BucketAssigner
 from ..bucket_assign.small_files import average_record_size, recent_write_commits, small_file_profile
 from ..bucket_assign.write_tasks import WritePlan, recent_loads
-from ..chain.columns import ASSIGN_TASK, DELETE, FILE_ID, KEY, KEY_GROUP, KIND, PARTITION, SEQ, WRITE_TASK
+from ..chain.columns import ASSIGN_TASK, FILE_ID, KEY, KEY_GROUP, KIND, PARTITION, SEQ, WRITE_TASK
 from ..chain.key_groups import assign_task_expr, key_group_expr
 from ..chain.scheduler_pools import WRITE_POOL, in_pool
+from ..chain.sql_keys import quoted
 from ..chain.stages import AssignSpec, BatchContext, WriteSpec
 from ..checkpoints import recovery
 from ..checkpoints.batch_checkpoint import last_batch_id, writer_identifier
@@ -42,7 +43,7 @@ from ..storage.local_cache import LocalCache
 from ..storage.options import S3A_PREFIX, s3a_settings
 from . import coordinator
 from .bulk_insert import run_bulk_insert
-from .key_by import KeyBy
+from .key_by import KeyBy, keyed_schema
 from .write_function import RESULT_SCHEMA, StreamWriteFunction
 
 if TYPE_CHECKING:
@@ -366,7 +367,7 @@ class HoodieStreamSink:
         fields, select, order, evolved, cast = [], [], [], False, False
         for i, f in enumerate(table_arrow):
             batch_type = normalized.field(f.name).type
-            column = F.col(_quoted(f.name))
+            column = F.col(quoted(f.name))
             if batch_type.equals(f.type):
                 fields.append(table_avro["fields"][i])
             elif any(batch_type.equals(t) for t in _PROMOTIONS.get(f.type, ())):
@@ -395,7 +396,7 @@ class HoodieStreamSink:
                     f"df.to(schema) with StructField({name!r}, ..., nullable=True)"
                 )
             fields.append(batch_fields[name])
-            select.append(F.col(_quoted(name)))
+            select.append(F.col(quoted(name)))
             order.append(name)
             evolved = True
         if cast or order != list(df.columns):
@@ -425,16 +426,8 @@ class HoodieStreamSink:
             writer.storage, timeline, o.max_file_size, o.log_to_parquet_ratio, record_size, assign_tasks
         )
 
-        keyed_schema = T.StructType(
-            df.schema.fields
-            + [
-                T.StructField(SEQ, T.LongType()),
-                T.StructField(KEY, T.StringType()),
-                T.StructField(PARTITION, T.StringType()),
-                T.StructField(DELETE, T.BooleanType()),
-            ]
-        )
-        keyed = df.mapInArrow(KeyBy(context, writer.config.props), keyed_schema)
+        schema = keyed_schema(df.schema)
+        keyed = df.mapInArrow(KeyBy(context, writer.config.props), schema)
         keyed = keyed.withColumns(
             {
                 KEY_GROUP: F.expr(key_group_expr(o.key_groups)),
@@ -626,11 +619,6 @@ def _half_created(storage):
 def _root_entries(storage):
     """(file names, directory names) directly in the table root."""
     return {info.path for info in storage.list("")}, set(storage.list_dirs(""))
-
-
-def _quoted(name):
-    """A column name as Spark parses it literally (dots and spaces included)."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 # Avro's type promotions (a reader of the wider type reads data of the narrower one), which Hudi's schema
