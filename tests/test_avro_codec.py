@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from conftest import LOG_FILES
 from hoodie_stream.errors import HoodieFormatError
 from hoodie_stream.format.avro_conform import conform_table
-from hoodie_stream.format.avro_decoder import decode_records
+from hoodie_stream.format.avro_decoder import decode_field, decode_records
 from hoodie_stream.format.avro_encoder import encode_records
 from hoodie_stream.format.avro_schema import arrow_to_avro_schema, avro_to_arrow_schema, with_meta_fields
 
@@ -214,6 +214,45 @@ def tables(draw):
 @given(tables())
 def test_random_tables_match_fastavro_and_round_trip(table):
     check_table(table)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables(), st.data())
+def test_one_field_decodes_as_the_whole_record_decodes_it(table, data):
+    """decode_field (the record keys of a log block) reads the fields up to one and returns that column as
+    decode_records does; the records lie with a gap between them, as in AVRO_DATA content."""
+    schema = arrow_to_avro_schema(table.schema, "t_record", "hoodie.t")
+    buffer, offsets = encode_records(table, schema)
+    gapped = b"".join(b"\xff\xff" + buffer[offsets[i] : offsets[i + 1]] for i in range(table.num_rows)) + b"\xff"
+    starts = offsets[:-1] + 2 * np.arange(1, table.num_rows + 1)
+    ends = offsets[1:] + 2 * np.arange(1, table.num_rows + 1)
+    whole = decode_records(gapped, starts, schema, ends=ends)
+    name = data.draw(st.sampled_from(table.column_names))
+    assert decode_field(gapped, starts, ends, schema, name).equals(whole[name].combine_chunks())
+
+
+def test_one_field_of_a_real_log_block_and_a_missing_field():
+    schema, buffer, offsets = _avro_block()
+    keys = decode_field(buffer, offsets[:-1], offsets[1:], schema, "_hoodie_record_key")
+    assert keys.equals(decode_records(buffer, offsets, schema)["_hoodie_record_key"].combine_chunks())
+    with pytest.raises(HoodieFormatError, match="no field 'nope'"):
+        decode_field(buffer, offsets[:-1], offsets[1:], schema, "nope")
+
+
+def test_one_field_behind_a_multi_branch_union_is_read_by_fastavro():
+    schema = {
+        "type": "record",
+        "name": "r",
+        "fields": [{"name": "u", "type": ["null", "long", "string"]}, {"name": "k", "type": "string"}],
+    }
+    records = [{"u": 5, "k": "a"}, {"u": "x", "k": "b"}, {"u": None, "k": "c"}]
+    parts = []
+    for r in records:
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, fastavro.parse_schema(schema), r)
+        parts.append(out.getvalue())
+    offsets = np.cumsum([0] + [len(p) for p in parts])
+    assert decode_field(b"".join(parts), offsets[:-1], offsets[1:], schema, "k").to_pylist() == ["a", "b", "c"]
 
 
 @settings(max_examples=50, deadline=None)

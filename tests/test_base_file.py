@@ -6,9 +6,12 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hoodie_stream.format.base_file import (
     META_FIELDS,
+    key_range,
     read_base_file,
     read_bloom_filter,
     read_footer,
@@ -119,6 +122,18 @@ def test_java_string_order_for_key_range(tmp_path):
     # Java compares UTF-16 code units: the surrogate pair (0xD83D...) sorts before U+FFFD
     assert footer["hoodie_min_record_key"] == "a"
     assert footer["hoodie_max_record_key"] == "\ufffd"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=4), min_size=1, max_size=20), st.integers(0, 5), st.integers(1, 20))
+def test_key_range_in_java_order_on_sliced_keys(keys, lo, n):
+    """min/max record key as Java orders strings (UTF-16 code units), on slices of a larger array whose other keys
+    hold characters past the Basic Multilingual Plane or not."""
+    array = pa.array(["\U0001f600"] + keys + ["\U0001f600"]).slice(1 + min(lo, len(keys) - 1))
+    array = array.slice(0, min(n, len(keys) - min(lo, len(keys) - 1)))
+    values = array.to_pylist()
+    ordered = sorted(values, key=lambda k: k.encode("utf-16-be"))
+    assert key_range(array) == (ordered[0], ordered[-1])
 
 
 def test_hudi_rs_reads_rewritten_fixture_table(fixture_table):

@@ -12,6 +12,7 @@ from hoodie_stream.format.merge import (
     delete_version,
     merge,
     merge_pieces,
+    split_base,
 )
 
 SCHEMA = pa.schema(
@@ -103,3 +104,20 @@ def test_merge_follows_the_rules(history, mode, keep_deletes):
         assert pieces[0]["_hoodie_record_key"].to_pylist() == [
             k for k, _t, _v, d in base if k not in touched and (keep_deletes or not d)
         ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(), st.sampled_from([COMMIT_TIME_ORDERING, EVENT_TIME_ORDERING]), st.booleans())
+def test_base_split_by_the_log_keys_then_merged_follows_the_rules(history, mode, empty_base):
+    """Compaction's path: the base rows no log touches (split off by the log keys alone), then the merge of the
+    touched base rows with the logs; together the same rows as the model."""
+    base, logs = history
+    if empty_base:
+        base = []
+    versions = versions_of(base, logs)
+    later = [v.table["_hoodie_record_key"] for v in versions[1:]]
+    untouched, touched = split_base(versions[0], pa.chunked_array(later, pa.string()).combine_chunks(), SCHEMA)
+    assert untouched.schema.equals(SCHEMA)
+    pieces = [untouched] + list(merge_pieces([touched] + versions[1:], SCHEMA, mode, "ts"))
+    got = sorted(pa.concat_tables(pieces).to_pylist(), key=lambda r: r["_hoodie_record_key"])
+    assert got == model(base, logs, mode, False)

@@ -22,14 +22,23 @@ import pyarrow.compute as pc
 
 from ..errors import HoodieFormatError, in_task
 from ..format.avro_schema import with_meta_fields
-from ..format.base_file import DEFAULT_COMPRESSION, BaseFileWriter, parquet_file, read_base_file
+from ..format.base_file import (
+    BLOOM_FILTER_KEY,
+    BLOOM_TYPE_CODE_KEY,
+    DEFAULT_COMPRESSION,
+    BaseFileWriter,
+    parquet_file,
+    read_base_file,
+    read_footer,
+)
+from ..format.bloom_filter import TYPE_CODE, BloomFilter
 from ..format.commit_metadata import WriteStat
 from ..format.file_names import base_file_name, parse_log_file_name, write_token
 from ..format.log_block import ROLLBACK_COMMAND, BlockType, HeaderKey
 from ..format.log_reader import read_log_file
-from ..format.log_scanner import block_versions
+from ..format.log_scanner import block_keys, block_versions
 from ..format.markers import create_marker
-from ..format.merge import KEY, Version, merge_mode, merge_pieces
+from ..format.merge import KEY, Version, merge_mode, merge_pieces, split_base
 from ..format.reader import HoodieTable
 from ..format.string_buffers import constant_strings
 from ..storage import Storage, join, storage_for
@@ -69,18 +78,23 @@ def _rolled_back_targets(read, log_paths, counts):
     return targets
 
 
+def _counted_blocks(blocks, counts, cancelled):
+    """The data and delete blocks of a log file that count: a completed instant before the compaction's, not rolled
+    back."""
+    return [
+        b
+        for b in blocks
+        if b.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE)
+        and counts(b.header.get(HeaderKey.INSTANT_TIME))
+        and b.header.get(HeaderKey.INSTANT_TIME) not in cancelled
+    ]
+
+
 def _log_versions(read, log_paths, counts, cancelled, ordering, ordering_type, key_filter):
     """Record versions of the log files, one file in memory at a time (unless `read` holds them), filtered to a key
     range (key_filter None: all)."""
     for path in log_paths:
-        blocks = [
-            b
-            for b in read(path)
-            if b.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE)
-            and counts(b.header.get(HeaderKey.INSTANT_TIME))
-            and b.header.get(HeaderKey.INSTANT_TIME) not in cancelled
-        ]
-        for block in blocks:
+        for block in _counted_blocks(read(path), counts, cancelled):
             for v in block_versions([block], ordering, ordering_type, path):
                 yield v if key_filter is None else Version(key_filter(v.table), v.is_delete)
 
@@ -140,6 +154,22 @@ def _range_filter(lo, hi):
     return keep
 
 
+def _bloom_of(storage, path):
+    """The bloom filter of the base file at `path` when it is of the type this project writes (else None)."""
+    footer = read_footer(storage, path)
+    if footer.get(BLOOM_TYPE_CODE_KEY) != TYPE_CODE or not footer.get(BLOOM_FILTER_KEY):
+        return None
+    try:
+        return BloomFilter.deserialize(footer[BLOOM_FILTER_KEY])
+    except (HoodieFormatError, ValueError):
+        return None
+
+
+def _lacking(keys, known):
+    """The keys not in `known`."""
+    return keys.filter(pc.invert(pc.is_in(keys, value_set=known))) if len(known) else keys
+
+
 def estimate_memory(storage: Storage, op: CompactionOperation) -> float:
     """Bytes the decoded records of an operation would take."""
     total = 0.0
@@ -196,12 +226,56 @@ def compact_operation(
     name = base_file_name(file_id, token, instant)
     rel = join(partition, name)
     create_marker(storage, instant, rel, "CREATE")
+    # one key range: the new file holds the keys of the base file it replaces (less a few deleted ones), so it
+    # starts from that file's bloom filter
+    seed = _bloom_of(storage, base_path) if len(ranges) == 1 and base_path else None
+    seeded = seed is not None
     writer = BaseFileWriter(
-        storage, rel, schema, avro_schema_json=json.dumps(avro, separators=(",", ":")), compression=compression
+        storage,
+        rel,
+        schema,
+        avro_schema_json=json.dumps(avro, separators=(",", ":")),
+        compression=compression,
+        bloom=seed,
     )
     rows = log_records = 0
+    n_ranges = len(ranges)
+
+    def write(merged, new_keys=None):
+        """Write merged rows; `new_keys(keys)`: those of their keys the bloom filter lacks (None: all)."""
+        nonlocal rows
+        if merged.num_rows:
+            name_column = constant_strings(name, merged.num_rows)
+            bloom_keys = None if new_keys is None else new_keys(merged[KEY].combine_chunks())
+            writer.write(merged.set_column(merged.column_names.index(FILE_NAME), FILE_NAME, name_column), bloom_keys)
+            rows += merged.num_rows
+
     try:
         with ThreadPoolExecutor(1, thread_name_prefix="hoodie-compaction-base") as reading:
+            if len(ranges) == 1 and base_path:
+                # the log files' keys first (only the columns before the key are decoded), so that the base rows no
+                # log touches are written while the log records are decoded and the contested keys merged
+                base = reading.submit(_base_version, storage, base_path, None)
+                blocks = [(p, _counted_blocks(read(p), counts, cancelled)) for p in log_paths]
+                keys = [k for p, bs in blocks for k in block_keys(bs, p)]
+                base_version = base.result()
+                if base_version is None:
+                    base_version = Version(schema.empty_table())
+                untouched, touched = split_base(
+                    base_version, pa.chunked_array(keys, pa.string()).combine_chunks(), schema
+                )
+                del base, base_version
+                base_keys = touched.table[KEY].combine_chunks()
+                # with the replaced file's bloom filter taken over, only keys the base file lacked are added to it
+                write(untouched, (lambda keys: keys.slice(0, 0)) if seeded else None)
+                del untouched
+                logs = [v for p, bs in blocks for v in block_versions(bs, ordering, ordering_type, p)]
+                del blocks
+                log_records = sum(v.table.num_rows for v in logs)
+                for merged in merge_pieces([touched] + logs, schema, mode, ordering):
+                    write(merged, (lambda keys: _lacking(keys, base_keys)) if seeded else None)
+                    del merged
+                ranges = []
             for lo, hi in ranges:
                 keep = _range_filter(lo, hi)
                 # the base file is read in a thread while the log files are decoded
@@ -213,11 +287,7 @@ def compact_operation(
                 del base, logs
                 # the rows no log touches are written (in the writer's threads) while the contested keys are merged
                 for merged in merge_pieces(versions, schema, mode, ordering):
-                    if merged.num_rows:
-                        name_column = constant_strings(name, merged.num_rows)
-                        merged = merged.set_column(merged.column_names.index(FILE_NAME), FILE_NAME, name_column)
-                        writer.write(merged)
-                        rows += merged.num_rows
+                    write(merged)
                     del merged
                 del versions
         size = writer.close()
@@ -245,7 +315,7 @@ def compact_operation(
             "totalUpsertTime": 0,
             "totalCreateTime": int((time.monotonic() - started) * 1000),
         },
-    ), len(ranges)
+    ), n_ranges
 
 
 def run_niced(nice, fn, *args):

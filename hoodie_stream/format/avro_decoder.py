@@ -62,6 +62,36 @@ def decode_records(buffer, offsets, avro_schema, arrow_schema=None, reader_schem
     return conform_table(table, target) if target is not None else table
 
 
+def decode_field(buffer, starts, ends, avro_schema, name):
+    """The top-level field `name` of the records buffer[starts[i]:ends[i]] (written with `avro_schema`) as an Arrow
+    array, decoding only the fields before it and itself: the record keys of a log block without its other columns.
+    """
+    schema = parse_avro_schema(avro_schema)
+    names = [f["name"] for f in schema["fields"]]
+    if name not in names:
+        raise HoodieFormatError(f"Avro records have no field {name!r} (fields: {names})")
+    starts = np.asarray(starts, np.int64)
+    upto = schema["fields"][: names.index(name) + 1]
+    try:
+        if not all(vectorizable(f["type"]) for f in upto):
+            raise NotVectorizable("field")
+        reader = _Reader(buffer, int(np.max(ends)) if len(starts) else 0)
+        pos = starts.copy()
+        column = None
+        for f in upto:
+            column = reader.decode(f["type"], pos, None)
+        return column
+    except NotVectorizable:
+        field = upto[-1]
+        parsed = fastavro.parse_schema(schema)
+        view = memoryview(bytes(buffer))
+        values = [
+            fastavro.schemaless_reader(io.BytesIO(view[int(a) : int(b)]), parsed, return_record_name=False)[name]
+            for a, b in zip(starts, np.asarray(ends, np.int64))
+        ]
+        return pa.array(values, avro_field_to_arrow(name, field["type"]).type)
+
+
 class _Reader:
     """Avro values read at many positions of one buffer of records at once."""
 

@@ -4,6 +4,7 @@ import contextlib
 import threading
 from concurrent.futures import Future
 
+import numpy as np
 import pyarrow as pa
 
 # pyarrow.parquet is imported by the functions that use it: the write chain's workers never need to load it
@@ -62,11 +63,28 @@ def parquet_compression(codec):
 
 def key_range(keys):
     """(min, max) record key in Java String order (UTF-16 code units, as Hudi's write support compares)."""
-    if pc.any(pc.match_substring_regex(keys, "[\\x{10000}-\\x{10FFFF}]")).as_py():
+    if _has_supplementary(keys):
         ordered = sorted(keys.to_pylist(), key=lambda k: k.encode("utf-16-be"))
         return ordered[0], ordered[-1]
     bounds = pc.min_max(keys)
     return bounds["min"].as_py(), bounds["max"].as_py()
+
+
+def _has_supplementary(keys):
+    """True when a key may hold a character outside the Basic Multilingual Plane (a 4-byte UTF-8 sequence, whose
+    lead byte is 0xF0 or more): there UTF-16 order and code point order differ. A look at the keys' bytes."""
+    if isinstance(keys, pa.ChunkedArray):
+        return any(_has_supplementary(chunk) for chunk in keys.chunks)
+    if len(keys) == 0:
+        return False
+    if keys.type != pa.string():
+        keys = keys.cast(pa.string())
+    offsets = np.frombuffer(keys.buffers()[1], np.int32, len(keys) + 1, keys.offset * 4)
+    data = keys.buffers()[2]
+    if data is None:
+        return False
+    raw = np.frombuffer(data, np.uint8)[int(offsets[0]) : int(offsets[-1])]
+    return bool(raw.max(initial=0) >= 0xF0)
 
 
 def _ordered(table):
@@ -162,17 +180,19 @@ class BaseFileWriter:
     compresses its rows, the other adds its keys to the bloom filter and the min/max record key (both are sums over
     the chunks, in order). write() first waits for the previous chunk: one chunk at most is in flight, and no thread
     outlives it. The file appears under its name only when close() succeeds (the storage's atomic output); abort()
-    discards it. `compression`: a Hudi parquet codec name.
+    discards it. `compression`: a Hudi parquet codec name. `bloom`: a bloom filter to start from (a compaction's
+    base file holds the keys of the file it replaces: their filter is taken over, and only the keys it lacks are
+    added; a filter of more keys than the file holds only answers "maybe" more often, as Hudi allows).
     """
 
-    def __init__(self, storage, path, schema, *, avro_schema_json=None, compression=DEFAULT_COMPRESSION):
+    def __init__(self, storage, path, schema, *, avro_schema_json=None, compression=DEFAULT_COMPRESSION, bloom=None):
         import pyarrow.parquet as pq
 
         self.storage = storage_for(storage)
         self.path = path
         self.schema = _ordered(schema.empty_table()).schema
         self.avro_schema_json = avro_schema_json
-        self.bloom = BloomFilter()
+        self.bloom = bloom if bloom is not None else BloomFilter()
         self.min_key = self.max_key = None
         self.rows = 0
         options = parquet_compression(compression)
@@ -181,7 +201,9 @@ class BaseFileWriter:
         self._file = self._output.enter_context(self.storage.open_output(path))
         self._writer = pq.ParquetWriter(self._file, self.schema, **options, **_WRITE_OPTIONS)
 
-    def write(self, table):
+    def write(self, table, bloom_keys=None):
+        """Write the rows of `table`; `bloom_keys` (an Arrow string array): the keys of these rows that the bloom
+        filter lacks (None: all of them)."""
         if table.num_rows == 0:
             return
         self._wait()
@@ -189,7 +211,10 @@ class BaseFileWriter:
         keys = table["_hoodie_record_key"].combine_chunks()
         if keys.null_count:
             raise HoodieFormatError(f"{self.storage.uri_of(self.path)}: records need a non-null _hoodie_record_key")
-        self._in_flight = [_in_thread(self._writer.write_table, table), _in_thread(self._add_keys, keys)]
+        self._in_flight = [
+            _in_thread(self._writer.write_table, table),
+            _in_thread(self._add_keys, keys, keys if bloom_keys is None else bloom_keys),
+        ]
         self.rows += table.num_rows
 
     def _wait(self):
@@ -197,9 +222,9 @@ class BaseFileWriter:
         for done in in_flight:
             done.result()
 
-    def _add_keys(self, keys):
-        for start in range(0, len(keys), _BLOOM_CHUNK):
-            self.bloom.add_keys(keys.slice(start, _BLOOM_CHUNK))
+    def _add_keys(self, keys, bloom_keys):
+        for start in range(0, len(bloom_keys), _BLOOM_CHUNK):
+            self.bloom.add_keys(bloom_keys.slice(start, _BLOOM_CHUNK))
         low, high = key_range(keys)
         if self.min_key is None or _java_less(low, self.min_key):
             self.min_key = low

@@ -228,9 +228,9 @@ def parquet_data_content(table, compression=DEFAULT_COMPRESSION):
     return sink.getvalue().to_pybytes()
 
 
-def read_parquet_content(content):
+def read_parquet_content(content, columns=None):
     import pyarrow.parquet as pq
 
     if content[:4] != b"PAR1" or content[-4:] != b"PAR1":
         raise HoodieFormatError("parquet data block content is not a parquet file")
-    return pq.read_table(pa.BufferReader(content))
+    return pq.read_table(pa.BufferReader(content), columns=columns)

@@ -7,13 +7,15 @@ are skipped. Data blocks become Arrow tables, delete blocks become delete versio
 
 import json
 
+import pyarrow as pa
+
 from ..errors import HoodieFormatError
-from .avro_decoder import decode_records
+from .avro_decoder import decode_field, decode_records
 from .data_block import avro_record_bounds, read_parquet_content
 from .delete_block import parse_delete_content
 from .log_block import ROLLBACK_COMMAND, BlockType, HeaderKey
 from .log_reader import read_log_file
-from .merge import Version, delete_version
+from .merge import KEY, Version, delete_version
 
 
 def valid_blocks(storage, log_paths, counts):
@@ -54,6 +56,24 @@ def block_versions(blocks, ordering_field=None, ordering_type=None, path=""):
         else:
             raise HoodieFormatError(f"{path}: log block type {block.block_type!r} cannot be read here")
     return versions
+
+
+def block_keys(blocks, path=""):
+    """The record keys of data and delete blocks, an Arrow string array per block, decoding no other column of an
+    AVRO_DATA block than those before the key (the meta columns lead the records)."""
+    keys = []
+    for block in blocks:
+        if block.block_type == BlockType.AVRO_DATA:
+            starts, ends = avro_record_bounds(block.content)
+            writer_schema = json.loads(block.header[HeaderKey.SCHEMA])
+            keys.append(decode_field(block.content, starts, ends, writer_schema, KEY).cast(pa.string()))
+        elif block.block_type == BlockType.PARQUET_DATA:
+            keys.append(read_parquet_content(block.content, columns=[KEY])[KEY].combine_chunks().cast(pa.string()))
+        elif block.block_type == BlockType.DELETE:
+            keys.append(pa.array([e[0] for e in parse_delete_content(block.content)], pa.string()))
+        else:
+            raise HoodieFormatError(f"{path}: log block type {block.block_type!r} cannot be read here")
+    return keys
 
 
 def _natural(wrapped):

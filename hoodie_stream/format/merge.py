@@ -98,10 +98,11 @@ def merge(versions, schema, mode=COMMIT_TIME_ORDERING, ordering_field=None, keep
 def merge_pieces(versions, schema, mode=COMMIT_TIME_ORDERING, ordering_field=None, keep_deletes=False):
     """merge(), as the tables whose concatenation is its result, each yielded as soon as it is known: first the
     rows of the first version (the base file) that no later version touches, passed straight through, then the
-    winners of the contested keys. A caller can write the first while the second is worked out."""
-    versions = [v for v in versions if v.table.num_rows]
-    if not versions:
+    winners of the contested keys. A caller can write the first while the second is worked out. The first version
+    stays the base even when it is empty: the later ones are then all contested."""
+    if not any(v.table.num_rows for v in versions):
         return
+    versions = versions[:1] + [v for v in versions[1:] if v.table.num_rows]
     parts = []
     offset = 0
     for v in versions:
@@ -126,6 +127,19 @@ def merge_pieces(versions, schema, mode=COMMIT_TIME_ORDERING, ordering_field=Non
     if not keep_deletes and pc.any(winners[_DEL]).as_py():
         winners = winners.filter(pc.invert(winners[_DEL]))
     yield _finish(winners, keep_deletes)
+
+
+def split_base(base, later_keys, schema):
+    """The base version (the first) split by the keys of the later versions (`later_keys`: an Arrow array, in any
+    order, repeats allowed): (its rows no later version touches, aligned to `schema` and without its deleted rows,
+    as merge_pieces yields them first; a Version of its touched rows, to merge with the later versions)."""
+    table = base.table
+    touched = pc.is_in(table[KEY], value_set=pc.unique(later_keys))
+    passed = pc.invert(touched)
+    if not base.is_delete and IS_DELETED in table.column_names:
+        passed = pc.and_not(passed, pc.fill_null(table[IS_DELETED], False))
+    untouched = _align(table.filter(passed), schema) if not base.is_delete else schema.empty_table()
+    return untouched, Version(table.filter(touched), base.is_delete)
 
 
 def _finish(table, keep_deletes):

@@ -1,0 +1,143 @@
+"""The compaction execute operator on its own (no Spark): a slice of a base file and log files of updates, inserts,
+`_hoodie_is_deleted` rows and delete blocks is merged into a new base file that hudi-rs reads as it read the slice,
+whose bloom filter answers "maybe" for every key it holds and, when the replaced file's filter was taken over, for
+every key that file's filter held."""
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from hoodie_stream import HoodieTable
+from hoodie_stream.compaction.execute import compact_operation
+from hoodie_stream.compaction.operation import plan_operations
+from hoodie_stream.compaction.plan import pending_plans, schedule_compaction
+from hoodie_stream.format.base_file import read_base_file, read_bloom_filter, read_footer, write_base_file
+from hoodie_stream.format.bloom_filter import bit_positions
+from hoodie_stream.format.commit_metadata import CommitMetadata
+from hoodie_stream.format.fs_view import FileSystemView
+from hoodie_stream.format.timeline import Timeline
+from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.options import parse_compaction_options
+from oracle import assert_same_rows, rs_read
+
+SCHEMA = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("v", pa.float64()), ("_hoodie_is_deleted", pa.bool_())])
+
+
+def rows(ids, ts, deleted=None):
+    ids = np.asarray(ids)
+    n = len(ids)
+    return pa.table(
+        {
+            "id": pa.array([f"k{i:06d}" for i in ids]),
+            "ts": pa.array(np.full(n, ts, np.int64)),
+            "v": pa.array(ids * 0.5 + ts),
+            "_hoodie_is_deleted": pa.array(np.zeros(n, bool) if deleted is None else deleted),
+        },
+        schema=SCHEMA,
+    )
+
+
+def build(path, n, rng):
+    """A table of 2 file groups of n keys each in their base files, then 3 delta commits of updates (some with a
+    smaller ordering value), `_hoodie_is_deleted` rows, delete blocks and new keys."""
+    writer = HoodieWriter.create(
+        path, table_name="t", record_key_fields=["id"], schema=SCHEMA, precombine_field="ts", partition_fields=[]
+    )
+    txn = writer.start(operation="INSERT")
+    groups = [
+        (np.arange(g * n, (g + 1) * n), txn.write_base("", rows(np.arange(g * n, (g + 1) * n), 5))) for g in (0, 1)
+    ]
+    first = txn.commit()
+    fresh = 10 * n
+    for ts in (3, 6, 7):
+        txn = writer.start()
+        for ids, stat in groups:
+            updated = ids[rng.random(len(ids)) < 0.2]
+            inserted = np.arange(fresh, fresh + 50)
+            fresh += 50
+            batch = np.concatenate([updated, inserted])
+            deleted = rng.random(len(batch)) < 0.1
+            gone = ids[rng.random(len(ids)) < 0.03]
+            deletes = (pa.array([f"k{i:06d}" for i in gone]), pa.array(np.full(len(gone), ts, np.int64)))
+            txn.append_log(
+                "",
+                stat.file_id,
+                first,
+                rows(batch, ts, deleted),
+                deletes=deletes,
+                num_inserts=len(inserted),
+                base_file=stat.path.rsplit("/", 1)[-1],
+            )
+        txn.commit()
+
+
+def compact_all(path):
+    tl = Timeline(path)
+    opts = parse_compaction_options()
+    instant = schedule_compaction(path, tl, opts, force=True)
+    ops = plan_operations(pending_plans(tl)[instant])
+    tl.transition_to_inflight(instant, "compaction", b"")
+    committed = {i.timestamp for i in tl.commits_timeline()}
+    stats = [
+        compact_operation(path, instant, op, committed, opts.max_memory_bytes, f"{k}-0-0")[0]
+        for k, op in enumerate(ops)
+    ]
+    tl.complete(instant, "compaction", CommitMetadata({}, True, {}, "COMPACT").with_stats(stats).to_json())
+    return ops, stats
+
+
+def holds(bloom, keys):
+    """Per key: does the filter answer "maybe"."""
+    positions = bit_positions(keys, bloom.nb_hash, bloom.vector_size)
+    return np.array([any(row[p].all() for row in bloom.rows) for p in positions])
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_compaction_reads_as_the_slice_and_takes_over_the_bloom_filter(tmp_path, seed):
+    path = str(tmp_path / "t")
+    build(path, 3000, np.random.default_rng(seed))
+    before = rs_read(path)
+    slices = list(FileSystemView(path).latest_slices())
+    old_blooms = {fs.file_id: read_bloom_filter(path, fs.base_file_path) for fs in slices}
+    old_keys = {
+        fs.file_id: set(read_base_file(path, fs.base_file_path)["_hoodie_record_key"].to_pylist()) for fs in slices
+    }
+    _ops, stats = compact_all(path)
+    after = rs_read(path)
+    same = [c for c in before.column_names if c != "_hoodie_file_name"]
+    assert_same_rows(after, before, same, context="hudi-rs before vs after compaction")
+    assert_same_rows(HoodieTable(path).read(), before, same, context="ours after compaction")
+    assert_same_rows(rs_read(path, "read_optimized"), before, same, context="read-optimized after compaction")
+    for stat in stats:
+        written = read_base_file(path, stat.path)
+        keys = written["_hoodie_record_key"].to_pylist()
+        bloom = read_bloom_filter(path, stat.path)
+        assert holds(bloom, keys).all(), "a key of the new base file is missing from its bloom filter"
+        old = old_blooms[stat.file_id]
+        # taken over: every bit of the replaced file's filter is set in the new one
+        assert len(bloom.rows) >= len(old.rows)
+        for new_row, old_row in zip(bloom.rows, old.rows):
+            assert not (old_row & ~new_row).any()
+        # and only the keys the replaced file lacked were added to it
+        assert bloom.count == old.count + len(set(keys) - old_keys[stat.file_id])
+        footer = read_footer(path, stat.path)
+        assert footer["hoodie_min_record_key"] == min(keys) and footer["hoodie_max_record_key"] == max(keys)
+        assert written.num_rows == stat.num_writes
+
+
+def test_a_base_file_without_a_bloom_filter_gets_one_of_all_its_keys(tmp_path):
+    path = str(tmp_path / "t")
+    build(path, 2000, np.random.default_rng(3))
+    # replace each base file by the same rows written without a bloom filter
+    for fs in FileSystemView(path).latest_slices():
+        write_base_file(path, fs.base_file_path, read_base_file(path, fs.base_file_path), bloom_filter=False)
+        assert read_bloom_filter(path, fs.base_file_path) is None
+    before = rs_read(path)
+    _ops, stats = compact_all(path)
+    for stat in stats:
+        keys = read_base_file(path, stat.path)["_hoodie_record_key"]
+        bloom = read_bloom_filter(path, stat.path)
+        assert holds(bloom, keys.to_pylist()).all()
+        assert bloom.count == len(keys)  # built from the file's keys alone
+    same = [c for c in before.column_names if c != "_hoodie_file_name"]
+    assert_same_rows(rs_read(path), before, same, context="hudi-rs before vs after compaction")
