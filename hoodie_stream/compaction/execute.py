@@ -226,9 +226,10 @@ def compact_operation(
     name = base_file_name(file_id, token, instant)
     rel = join(partition, name)
     create_marker(storage, instant, rel, "CREATE")
+    n_ranges = len(ranges)
     # one key range: the new file holds the keys of the base file it replaces (less a few deleted ones), so it
     # starts from that file's bloom filter
-    seed = _bloom_of(storage, base_path) if len(ranges) == 1 and base_path else None
+    seed = _bloom_of(storage, base_path) if n_ranges == 1 and base_path else None
     seeded = seed is not None
     writer = BaseFileWriter(
         storage,
@@ -239,7 +240,6 @@ def compact_operation(
         bloom=seed,
     )
     rows = log_records = 0
-    n_ranges = len(ranges)
 
     def write(merged, new_keys=None):
         """Write merged rows; `new_keys(keys)`: those of their keys the bloom filter lacks (None: all)."""
@@ -252,19 +252,17 @@ def compact_operation(
 
     try:
         with ThreadPoolExecutor(1, thread_name_prefix="hoodie-compaction-base") as reading:
-            if len(ranges) == 1 and base_path:
+            if n_ranges == 1 and base_path:
                 # the log files' keys first (only the columns before the key are decoded), so that the base rows no
                 # log touches are written while the log records are decoded and the contested keys merged
-                base = reading.submit(_base_version, storage, base_path, None)
+                base_read = reading.submit(_base_version, storage, base_path, None)
                 blocks = [(p, _counted_blocks(read(p), counts, cancelled)) for p in log_paths]
                 keys = [k for p, bs in blocks for k in block_keys(bs, p)]
-                base_version = base.result()
-                if base_version is None:
-                    base_version = Version(schema.empty_table())
+                base_version = base_read.result() or Version(schema.empty_table())
                 untouched, touched = split_base(
                     base_version, pa.chunked_array(keys, pa.string()).combine_chunks(), schema
                 )
-                del base, base_version
+                del base_read, base_version
                 base_keys = touched.table[KEY].combine_chunks()
                 # with the replaced file's bloom filter taken over, only keys the base file lacked are added to it
                 write(untouched, (lambda keys: keys.slice(0, 0)) if seeded else None)
@@ -275,21 +273,21 @@ def compact_operation(
                 for merged in merge_pieces([touched] + logs, schema, mode, ordering):
                     write(merged, (lambda keys: _lacking(keys, base_keys)) if seeded else None)
                     del merged
-                ranges = []
-            for lo, hi in ranges:
-                keep = _range_filter(lo, hi)
-                # the base file is read in a thread while the log files are decoded
-                base = reading.submit(_base_version, storage, base_path, keep) if base_path else None
-                logs = list(_log_versions(read, log_paths, counts, cancelled, ordering, ordering_type, keep))
-                log_records += sum(v.table.num_rows for v in logs)
-                versions = [] if base is None or base.result() is None else [base.result()]
-                versions += logs
-                del base, logs
-                # the rows no log touches are written (in the writer's threads) while the contested keys are merged
-                for merged in merge_pieces(versions, schema, mode, ordering):
-                    write(merged)
-                    del merged
-                del versions
+            else:
+                for lo, hi in ranges:
+                    keep = _range_filter(lo, hi)
+                    # the base file is read in a thread while the log files are decoded
+                    base = reading.submit(_base_version, storage, base_path, keep) if base_path else None
+                    logs = list(_log_versions(read, log_paths, counts, cancelled, ordering, ordering_type, keep))
+                    log_records += sum(v.table.num_rows for v in logs)
+                    versions = [] if base is None or base.result() is None else [base.result()]
+                    versions += logs
+                    del base, logs
+                    # the rows no log touches are written (in the writer's threads) while the contested keys merge
+                    for merged in merge_pieces(versions, schema, mode, ordering):
+                        write(merged)
+                        del merged
+                    del versions
         size = writer.close()
     except BaseException:
         writer.abort()
