@@ -2,6 +2,7 @@
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -202,3 +203,54 @@ def test_key_groups_take_turns_writing_full_files():
     assert max(per_batch[2 * COMPACT_EVERY :]) <= 128 // 4, per_batch
     mean = sum(intervals) / len(intervals)
     assert COMPACT_EVERY * 0.75 <= mean <= COMPACT_EVERY * 1.5, mean
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(CHANGE, CHANGE), min_size=1, max_size=12), st.integers(0, 40))
+def test_key_groups_saved_together_reload_as_saved_one_by_one(groups, deltas):
+    """save_states writes many key groups' files from threads: each key group reloads, cold, to its model, and the
+    files are those save_state writes one group at a time (full or delta as `full_due` decides)."""
+    import os
+    import tempfile
+
+    from hoodie_stream.checkpoints import index_state
+
+    instant = "20260101000000007"
+    with tempfile.TemporaryDirectory() as together, tempfile.TemporaryDirectory() as alone:
+        changes = []
+        for kg, (initial, change) in enumerate(groups):
+            index = KeyIndex(_table(initial))
+            for base in (together, alone):
+                index_state.save_full(base, kg, "20260101000000001", index.to_table())
+            changes.append((kg, index.updated(_table(change)), _table(change), deltas))
+        index_state.save_states(together, instant, changes)
+        for kg, index, change, n in changes:
+            index_state.save_state(alone, kg, instant, index, change, n)
+        index_state._CACHE.clear()
+        for kg, (initial, change) in enumerate(groups):
+            group = index_state.group_dir(kg)
+            assert sorted(os.listdir(os.path.join(together, group))) == sorted(os.listdir(os.path.join(alone, group)))
+            loaded, _ = index_state.load_index(together, kg, {"20260101000000001", instant})
+            model = dict(initial)
+            model.update(change)
+            _check(loaded, model, list(model) + ["absent"])
+
+
+def test_a_failed_save_among_many_is_raised_after_the_others_end(tmp_path, monkeypatch):
+    from hoodie_stream.checkpoints import index_state
+
+    real = index_state.save_state
+    ended = []
+
+    def save(storage, key_group, instant, index, change, deltas_since_full):
+        if key_group == 2:
+            raise OSError("disk full")
+        real(storage, key_group, instant, index, change, deltas_since_full)
+        ended.append(key_group)
+
+    monkeypatch.setattr(index_state, "save_state", save)
+    change = _table({"k": ("", "f1")})
+    changes = [(kg, KeyIndex(change), change, 0) for kg in range(6)]
+    with pytest.raises(OSError, match="disk full"):
+        index_state.save_states(str(tmp_path), "20260101000000002", changes)
+    assert sorted(ended) == [0, 1, 3, 4, 5]

@@ -2,6 +2,7 @@
 versions: a base file with unique keys, then log blocks of upserts, `_hoodie_is_deleted` rows and deletes."""
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -115,8 +116,9 @@ def test_base_split_by_the_log_keys_then_merged_follows_the_rules(history, mode,
     if empty_base:
         base = []
     versions = versions_of(base, logs)
-    later = [v.table["_hoodie_record_key"] for v in versions[1:]]
-    untouched, touched = split_base(versions[0], pa.chunked_array(later, pa.string()).combine_chunks(), SCHEMA)
+    later = pa.chunked_array([v.table["_hoodie_record_key"] for v in versions[1:]], pa.string())
+    mask = pc.is_in(versions[0].table["_hoodie_record_key"], value_set=later.combine_chunks())
+    untouched, touched = split_base(versions[0], mask, SCHEMA)
     assert untouched.schema.equals(SCHEMA)
     pieces = [untouched] + list(merge_pieces([touched] + versions[1:], SCHEMA, mode, "ts"))
     got = sorted(pa.concat_tables(pieces).to_pylist(), key=lambda r: r["_hoodie_record_key"])

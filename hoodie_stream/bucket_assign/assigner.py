@@ -246,13 +246,12 @@ class BucketAssigner:
         ).combine_chunks()
         hashes = change[LOOKUP_HASH].combine_chunks().to_numpy(zero_copy_only=False)
         groups, bounds = runs(change[KEY_GROUP].combine_chunks())
+        changes = []
         for i, kg in enumerate(groups):
             start, end = bounds[i], bounds[i + 1]
             delta = state.slice(start, end - start)
-            index = indexes[kg].updated(delta, hashes[start:end])
-            index_state.save_state(
-                self._index_storage or self.context.storage, kg, self.context.instant, index, delta, deltas[kg]
-            )
+            changes.append((kg, indexes[kg].updated(delta, hashes[start:end]), delta, deltas[kg]))
+        index_state.save_states(self._index_storage or self.context.storage, self.context.instant, changes)
 
 
 def _routed(table, partition, file_ids, kind):

@@ -18,6 +18,7 @@ memory, so the executor's other workers find them without a request.
 """
 
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -198,6 +199,25 @@ def save_state(storage, key_group, instant, index, change, deltas_since_full):
     else:
         _write(storage, f"{directory}/{instant}.delta.arrow", change)
     _CACHE[(storage.uri, key_group)] = (instant, index)
+
+
+# state files of one task's key groups written at once: their syncs overlap (a local file system commits them
+# together) and a remote store's uploads run side by side
+SAVE_THREADS = 8
+
+
+def save_states(storage, instant, changes):
+    """save_state for each (key group, index, change, deltas since full) of `changes`, the files written by up to
+    SAVE_THREADS threads; the first error is raised once every write has ended."""
+    storage = storage_for(storage)
+    if len(changes) <= 1:
+        for key_group, index, change, deltas_since_full in changes:
+            save_state(storage, key_group, instant, index, change, deltas_since_full)
+        return
+    with ThreadPoolExecutor(min(SAVE_THREADS, len(changes)), thread_name_prefix="hoodie-index-state") as pool:
+        done = [pool.submit(save_state, storage, kg, instant, index, change, n) for kg, index, change, n in changes]
+    for future in done:
+        future.result()
 
 
 def save_full(storage, key_group, instant, state):

@@ -47,6 +47,10 @@ from .operation import CompactionOperation
 FILE_NAME = "_hoodie_file_name"
 # decoded Arrow records take about this many times their size in a log file / in a parquet file
 LOG_EXPANSION = 2.0
+# the untouched base rows are handed to the writer in chunks of this many rows (each a row group), and this many
+# chunks may wait for it: the writer starts on the first while the rest are split off
+BASE_CHUNK_ROWS = 131_072
+BASE_CHUNKS_IN_FLIGHT = 16
 
 
 def _log_reader(storage, hold):
@@ -238,6 +242,7 @@ def compact_operation(
         avro_schema_json=json.dumps(avro, separators=(",", ":")),
         compression=compression,
         bloom=seed,
+        in_flight=BASE_CHUNKS_IN_FLIGHT,
     )
     rows = log_records = 0
 
@@ -258,15 +263,26 @@ def compact_operation(
                 base_read = reading.submit(_base_version, storage, base_path, None)
                 blocks = [(p, _counted_blocks(read(p), counts, cancelled)) for p in log_paths]
                 keys = [k for p, bs in blocks for k in block_keys(bs, p)]
-                base_version = base_read.result() or Version(schema.empty_table())
-                untouched, touched = split_base(
-                    base_version, pa.chunked_array(keys, pa.string()).combine_chunks(), schema
-                )
-                del base_read, base_version
+                base_table = (base_read.result() or Version(schema.empty_table())).table
+                del base_read
+                log_keys = pc.unique(pa.chunked_array(keys, pa.string()).combine_chunks())
+                touched_mask = pc.is_in(base_table[KEY], value_set=log_keys).combine_chunks()
+                del keys, log_keys
+                # the base rows no log touches go to the writer a chunk at a time: it starts on the first while the
+                # next are split off; with the replaced file's bloom filter taken over, their keys are not added
+                touched_parts = []
+                for start in range(0, max(1, base_table.num_rows), BASE_CHUNK_ROWS):
+                    untouched, touched_part = split_base(
+                        Version(base_table.slice(start, BASE_CHUNK_ROWS)),
+                        touched_mask.slice(start, BASE_CHUNK_ROWS),
+                        schema,
+                    )
+                    write(untouched, (lambda keys: keys.slice(0, 0)) if seeded else None)
+                    touched_parts.append(touched_part.table)
+                    del untouched, touched_part
+                del base_table, touched_mask
+                touched = Version(pa.concat_tables(touched_parts))
                 base_keys = touched.table[KEY].combine_chunks()
-                # with the replaced file's bloom filter taken over, only keys the base file lacked are added to it
-                write(untouched, (lambda keys: keys.slice(0, 0)) if seeded else None)
-                del untouched
                 logs = [v for p, bs in blocks for v in block_versions(bs, ordering, ordering_type, p)]
                 del blocks
                 log_records = sum(v.table.num_rows for v in logs)

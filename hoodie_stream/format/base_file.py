@@ -178,14 +178,25 @@ class BaseFileWriter:
 
     A chunk is written in two threads started for it while the caller prepares the next one: one encodes and
     compresses its rows, the other adds its keys to the bloom filter and the min/max record key (both are sums over
-    the chunks, in order). write() first waits for the previous chunk: one chunk at most is in flight, and no thread
-    outlives it. The file appears under its name only when close() succeeds (the storage's atomic output); abort()
+    the chunks, in order). `in_flight` chunks at most are in flight: write() first waits for the oldest beyond that
+    (each chunk's threads start its work once the chunk before it is done, so the file holds the chunks in order),
+    and no thread outlives its chunk. The file appears under its name only when close() succeeds (the storage's atomic output); abort()
     discards it. `compression`: a Hudi parquet codec name. `bloom`: a bloom filter to start from (a compaction's
     base file holds the keys of the file it replaces: their filter is taken over, and only the keys it lacks are
     added; a filter of more keys than the file holds only answers "maybe" more often, as Hudi allows).
     """
 
-    def __init__(self, storage, path, schema, *, avro_schema_json=None, compression=DEFAULT_COMPRESSION, bloom=None):
+    def __init__(
+        self,
+        storage,
+        path,
+        schema,
+        *,
+        avro_schema_json=None,
+        compression=DEFAULT_COMPRESSION,
+        bloom=None,
+        in_flight=1,
+    ):
         import pyarrow.parquet as pq
 
         self.storage = storage_for(storage)
@@ -196,7 +207,8 @@ class BaseFileWriter:
         self.min_key = self.max_key = None
         self.rows = 0
         options = parquet_compression(compression)
-        self._in_flight = []
+        self.max_in_flight = max(1, in_flight)
+        self._in_flight = []  # (write, keys) futures of each chunk in flight, oldest first
         self._output = contextlib.ExitStack()
         self._file = self._output.enter_context(self.storage.open_output(path))
         self._writer = pq.ParquetWriter(self._file, self.schema, **options, **_WRITE_OPTIONS)
@@ -206,21 +218,35 @@ class BaseFileWriter:
         filter lacks (None: all of them)."""
         if table.num_rows == 0:
             return
-        self._wait()
+        while len(self._in_flight) >= self.max_in_flight:
+            self._wait(oldest=True)
         table = _ordered(table).cast(self.schema)
         keys = table["_hoodie_record_key"].combine_chunks()
         if keys.null_count:
             raise HoodieFormatError(f"{self.storage.uri_of(self.path)}: records need a non-null _hoodie_record_key")
-        self._in_flight = [
-            _in_thread(self._writer.write_table, table),
-            _in_thread(self._add_keys, keys, keys if bloom_keys is None else bloom_keys),
-        ]
+        before = self._in_flight[-1] if self._in_flight else (None, None)
+        self._in_flight.append(
+            (
+                _in_thread(_after, before[0], self._writer.write_table, table),
+                _in_thread(_after, before[1], self._add_keys, keys, keys if bloom_keys is None else bloom_keys),
+            )
+        )
         self.rows += table.num_rows
 
-    def _wait(self):
-        in_flight, self._in_flight = self._in_flight, []
-        for done in in_flight:
-            done.result()
+    def _wait(self, oldest=False):
+        """Wait for the chunks in flight (or the oldest one); the first error is raised once they have ended."""
+        if oldest:
+            chunks, self._in_flight = self._in_flight[:1], self._in_flight[1:]
+        else:
+            chunks, self._in_flight = self._in_flight, []
+        error = None
+        for done in [f for chunk in chunks for f in chunk]:
+            try:
+                done.result()
+            except BaseException as exc:  # the others are still waited for: no thread outlives the writer
+                error = error or exc
+        if error is not None:
+            raise error
 
     def _add_keys(self, keys, bloom_keys):
         for start in range(0, len(bloom_keys), _BLOOM_CHUNK):
@@ -252,11 +278,12 @@ class BaseFileWriter:
         return size
 
     def abort(self):
-        for pending in self._in_flight:
-            try:
-                pending.result()
-            except BaseException:
-                pass
+        for chunk in self._in_flight:
+            for pending in chunk:
+                try:
+                    pending.result()
+                except BaseException:
+                    pass
         self._in_flight = []
         try:
             self._writer.close()
@@ -282,6 +309,14 @@ def _in_thread(fn, *args):
 
     threading.Thread(target=run, name="hoodie-base-file", daemon=True).start()
     return done
+
+
+def _after(before, fn, *args):
+    """fn(*args) once the Future `before` (the same work of the chunk before; None: none) is done; a failure of
+    that chunk is this one's too (the file would miss its rows)."""
+    if before is not None:
+        before.result()
+    return fn(*args)
 
 
 def _java_less(a, b):

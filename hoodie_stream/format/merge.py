@@ -129,12 +129,11 @@ def merge_pieces(versions, schema, mode=COMMIT_TIME_ORDERING, ordering_field=Non
     yield _finish(winners, keep_deletes)
 
 
-def split_base(base, later_keys, schema):
-    """The base version (the first) split by the keys of the later versions (`later_keys`: an Arrow array, in any
-    order, repeats allowed): (its rows no later version touches, aligned to `schema` and without its deleted rows,
-    as merge_pieces yields them first; a Version of its touched rows, to merge with the later versions)."""
+def split_base(base, touched, schema):
+    """The base version (the first) split by `touched` (a boolean per row: a later version holds its key):
+    (its rows no later version touches, aligned to `schema` and without its deleted rows, as merge_pieces yields
+    them first; a Version of its touched rows, to merge with the later versions)."""
     table = base.table
-    touched = pc.is_in(table[KEY], value_set=pc.unique(later_keys))
     passed = pc.invert(touched)
     if not base.is_delete and IS_DELETED in table.column_names:
         passed = pc.and_not(passed, pc.fill_null(table[IS_DELETED], False))
