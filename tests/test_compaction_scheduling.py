@@ -15,6 +15,7 @@ from hoodie_stream.chain.scheduler_pools import (
     POOLS,
     WRITE_POOL,
     ensure_pool,
+    fair_scheduling,
     in_pool,
     pool_weight,
 )
@@ -364,3 +365,18 @@ def test_a_due_plan_waits_for_max_pending_then_back_pressure_is_the_last_resort(
         commits = [i.timestamp for i in Timeline(base).completed(["commit"])]
         assert len(commits) >= 2, "the held-back plan and the overdue one both completed"
     assert table_rows(rs_read(base)) == model.rows()
+
+
+def test_the_scheduling_mode_is_read_from_the_context_conf():
+    """FAIR or FIFO from the context's own conf (one lookup), case-insensitively; FIFO when unset."""
+
+    class Context:
+        def __init__(self, conf):
+            self._conf = conf
+
+        def getConf(self):  # a copy of every entry: not what the check reads
+            raise AssertionError("getConf() copies the whole conf")
+
+    assert fair_scheduling(Context({"spark.scheduler.mode": "fair"}))
+    assert not fair_scheduling(Context({"spark.scheduler.mode": "FIFO"}))
+    assert not fair_scheduling(Context({}))

@@ -26,7 +26,11 @@ POOLS = {WRITE_POOL: (2, 0), COMPACTION_POOL: (1, 0), CATCH_UP_POOL: (2, 0)}
 
 def fair_scheduling(sc: Any) -> bool:
     """Whether the SparkContext schedules its jobs by pools (`spark.scheduler.mode=FAIR`)."""
-    return str(sc.getConf().get("spark.scheduler.mode", "FIFO")).upper() == "FAIR"
+    # the context's own conf: getConf() copies every entry into a new SparkConf, a JVM call per entry
+    conf = getattr(sc, "_conf", None)
+    if conf is None:
+        conf = sc.getConf()
+    return str(conf.get("spark.scheduler.mode", "FIFO")).upper() == "FAIR"
 
 
 def ensure_pool(sc: Any, name: str) -> bool:

@@ -367,14 +367,14 @@ class HoodieStreamSink:
         fields, select, order, evolved, cast = [], [], [], False, False
         for i, f in enumerate(table_arrow):
             batch_type = normalized.field(f.name).type
-            column = F.col(quoted(f.name))
+            to_type = None  # the Spark type the column is cast to
             if batch_type.equals(f.type):
                 fields.append(table_avro["fields"][i])
             elif any(batch_type.equals(t) for t in _PROMOTIONS.get(f.type, ())):
                 fields.append(batch_fields[f.name])  # the table's type widens to the batch's
                 evolved = True
             elif any(f.type.equals(t) for t in _PROMOTIONS.get(batch_type, ())):
-                column = column.cast(from_arrow_type(f.type)).alias(f.name)  # written as the table's type
+                to_type = from_arrow_type(f.type)  # written as the table's type
                 fields.append(table_avro["fields"][i])
                 cast = True
             else:
@@ -383,7 +383,7 @@ class HoodieStreamSink:
                     f"table (Hudi promotes int to long, float or double, long to float or double, "
                     f"float to double)"
                 )
-            select.append(column)
+            select.append((f.name, to_type))
             order.append(f.name)
         for name in normalized.names:
             if name in table_arrow.names:
@@ -396,11 +396,11 @@ class HoodieStreamSink:
                     f"df.to(schema) with StructField({name!r}, ..., nullable=True)"
                 )
             fields.append(batch_fields[name])
-            select.append(F.col(quoted(name)))
+            select.append((name, None))
             order.append(name)
             evolved = True
-        if cast or order != list(df.columns):
-            df = df.select(*select)
+        if cast or order != list(df.columns):  # columns built only here: each costs the driver JVM calls
+            df = df.select(*[F.col(quoted(n)) if t is None else F.col(quoted(n)).cast(t).alias(n) for n, t in select])
         if not evolved:
             return None, df
         return dict(table_avro, fields=fields), df
