@@ -141,3 +141,42 @@ def test_a_base_file_without_a_bloom_filter_gets_one_of_all_its_keys(tmp_path):
         assert bloom.count == len(keys)  # built from the file's keys alone
     same = [c for c in before.column_names if c != "_hoodie_file_name"]
     assert_same_rows(rs_read(path), before, same, context="hudi-rs before vs after compaction")
+
+
+def test_a_filter_holding_many_deleted_keys_is_built_again(tmp_path):
+    """Deleted keys stay in a filter taken over; once they pass a tenth of the file's records, the next compaction
+    builds the filter from the file's keys alone, so they never pile up."""
+    path = str(tmp_path / "t")
+    build(path, 3000, np.random.default_rng(4))
+    _ops, stats = compact_all(path)
+
+    def delta_commit(stats, deleted_share):
+        txn = HoodieWriter(path).start()
+        for stat in stats:
+            base_instant = stat.path.rsplit("_", 1)[-1].split(".")[0]
+            keys = read_base_file(path, stat.path)["id"].to_numpy(zero_copy_only=False)
+            gone = keys[: int(len(keys) * deleted_share)]
+            ids = np.array([int(k[1:]) for k in keys[-20:]])
+            txn.append_log(
+                "",
+                stat.file_id,
+                base_instant,
+                rows(ids, 9),
+                deletes=(pa.array(gone), pa.array(np.full(len(gone), 9, np.int64))),
+                base_file=stat.path.rsplit("/", 1)[-1],
+            )
+        txn.commit()
+
+    delta_commit(stats, 0.25)
+    _ops, stats = compact_all(path)
+    for stat in stats:  # taken over: the filter still holds the quarter of keys deleted
+        assert read_bloom_filter(path, stat.path).count > stat.num_writes * 1.1
+    delta_commit(stats, 0.0)
+    before = rs_read(path)
+    _ops, stats = compact_all(path)
+    for stat in stats:  # built again from the file's keys
+        keys = read_base_file(path, stat.path)["_hoodie_record_key"].to_pylist()
+        bloom = read_bloom_filter(path, stat.path)
+        assert bloom.count == len(keys) and holds(bloom, keys).all()
+    same = [c for c in before.column_names if c != "_hoodie_file_name"]
+    assert_same_rows(rs_read(path), before, same, context="hudi-rs before vs after the third compaction")

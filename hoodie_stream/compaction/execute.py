@@ -29,7 +29,6 @@ from ..format.base_file import (
     BaseFileWriter,
     parquet_file,
     read_base_file,
-    read_footer,
 )
 from ..format.bloom_filter import TYPE_CODE, BloomFilter
 from ..format.commit_metadata import WriteStat
@@ -158,15 +157,25 @@ def _range_filter(lo, hi):
     return keep
 
 
+# a filter taken over holds the keys its files lost to deletes too: past this many keys per record of the file it
+# is built again from the file's keys alone, so deleted keys never pile up in it compaction after compaction
+STALE_KEYS_RATIO = 1.1
+
+
 def _bloom_of(storage, path):
-    """The bloom filter of the base file at `path` when it is of the type this project writes (else None)."""
-    footer = read_footer(storage, path)
+    """The bloom filter of the base file at `path` to start the new file's from: when it is of the type this project
+    writes and holds few keys the file no longer has (else None)."""
+    with parquet_file(storage, path) as pf:
+        rows = pf.metadata.num_rows
+        raw = pf.metadata.metadata or {}
+    footer = {k.decode("utf-8"): v.decode("utf-8") for k, v in raw.items()}
     if footer.get(BLOOM_TYPE_CODE_KEY) != TYPE_CODE or not footer.get(BLOOM_FILTER_KEY):
         return None
     try:
-        return BloomFilter.deserialize(footer[BLOOM_FILTER_KEY])
+        bloom = BloomFilter.deserialize(footer[BLOOM_FILTER_KEY])
     except (HoodieFormatError, ValueError):
         return None
+    return bloom if bloom.count <= rows * STALE_KEYS_RATIO else None
 
 
 def _lacking(keys, known):
