@@ -3,7 +3,9 @@
 The merge follows the reader's rules (vectorized, `format.merge`). Records keep their meta columns (commit time,
 sequence number, key, partition path); `_hoodie_file_name` becomes the new file's name. Memory per task is bounded
 by `compaction.max_memory`: a slice whose records would not fit is merged in key ranges, one range at a time
-(each range re-reads the files and keeps only its keys), and written as successive row groups of one file.
+(each range re-reads the files and keeps only its keys), and written as successive row groups of one file. A slice
+merged in one pass reads its log files' keys first, writes the base rows no log touches while the log records are
+decoded and merged, and starts the new file's bloom filter from the replaced file's.
 """
 
 import json
