@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("checkpoints",),
     ("bucket_assign", "compaction"),
     ("streaming_sink",),
+    ("debezium",),
     ("__init__", "demo"),
     ("__main__",),
 ]

@@ -1,0 +1,1 @@
+"""Debezium change events (Kafka topics of a database's changes) into Hudi tables."""
