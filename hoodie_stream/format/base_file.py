@@ -180,11 +180,11 @@ class BaseFileWriter:
     compresses its rows, the other adds its keys to the bloom filter and the min/max record key (both are sums over
     the chunks, in order). `in_flight` chunks at most are in flight: write() first waits for the oldest beyond that
     (each chunk's threads start its work once the chunk before it is done, so the file holds the chunks in order),
-    and no thread outlives its chunk. The file appears under its name only when close() succeeds (the storage's atomic output); abort()
-    discards it. `compression`: a Hudi parquet codec name. `bloom`: a bloom filter to start from (a compaction's
-    base file holds the keys of the file it replaces: their filter is taken over, and only the keys it lacks are
-    added; a filter of more keys than the file holds only answers "maybe" more often, as Hudi allows).
-    """
+    and no thread outlives its chunk. The file appears under its name only when close() succeeds (the storage's
+    atomic output); abort() discards it. `compression`: a Hudi parquet codec name. `bloom`: a bloom filter to start
+    from (a compaction's base file holds the keys of the file it replaces: their filter is taken over, and only the
+    keys it lacks are added; a filter of more keys than the file holds only answers "maybe" more often, as Hudi
+    allows)."""
 
     def __init__(
         self,
