@@ -48,6 +48,8 @@ _PRIMITIVES = {
     "int64": pa.int64(),
     "float32": pa.float32(),
     "float64": pa.float64(),
+    "float": pa.float32(),  # as some producers name Connect's float32 / float64
+    "double": pa.float64(),
     "boolean": pa.bool_(),
     "string": pa.string(),
     "bytes": pa.binary(),

@@ -1,0 +1,214 @@
+"""Kafka Connect JSON messages with their schema (`schemas.enable=true`): split, grouped by schema, parsed by schema.
+
+Kafka Connect's JsonConverter writes each message as `{"schema":<schema>,"payload":<payload>}`, compact. A topic's
+messages share a handful of schemas (one per table version), so the schema of each message is cut out of its text,
+not parsed: one numpy pass over all the messages finds the JSON structure (quotes not escaped by a backslash, and
+the brace depth outside strings, each counted from the message's own start), which gives where each message's schema
+object ends and its payload begins. The messages are then grouped by their schema's text, each distinct schema is
+parsed once, and the payloads of a group are parsed together by pyarrow's JSON reader under the Arrow type of their
+Connect schema (`raw_type`: the values as JSON holds them; `types.decode` turns them into the columns' types).
+A message of another shape (whitespace between the parts, the parts in another order) is split by Python's json.
+"""
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import HoodieFormatError
+from . import types
+
+_PREFIX = b'{"schema":'
+_SEPARATOR = b',"payload":'
+_QUOTE, _BACKSLASH = ord('"'), ord("\\")
+_OPEN = np.zeros(256, np.int8)
+_OPEN[[ord("{"), ord("[")]] = 1
+_CLOSE = np.zeros(256, np.int8)
+_CLOSE[[ord("}"), ord("]")]] = 1
+
+
+@dataclass
+class SchemaGroup:
+    """The messages of one schema: its Connect schema, their positions in the input, their payloads parsed."""
+
+    schema: dict
+    rows: np.ndarray
+    payload: pa.StructArray
+
+
+def split_envelopes(values):
+    """(schema texts, payload texts) of JsonConverter messages (a string array without nulls)."""
+    values = values.cast(pa.string()) if not pa.types.is_string(values.type) else values
+    n = len(values)
+    if values.null_count:
+        raise HoodieFormatError("split_envelopes: drop the messages without a value (tombstones) first")
+    offsets = np.frombuffer(values.buffers()[1], np.int32, n + 1, values.offset * 4).astype(np.int64)
+    data = values.buffers()[2]
+    base = int(offsets[0])
+    raw = np.frombuffer(data, np.uint8)[base : int(offsets[-1])] if data is not None else np.zeros(0, np.uint8)
+    starts, ends = offsets[:-1] - base, offsets[1:] - base
+    schema_at = _structure(raw, starts, ends)
+    regular = schema_at >= 0
+    bounds = np.stack([starts + len(_PREFIX), schema_at + 1, schema_at + 1 + len(_SEPARATOR), ends - 1], axis=1)
+    schemas = _cut(raw, bounds[:, 0], bounds[:, 1], regular)
+    payloads = _cut(raw, bounds[:, 2], bounds[:, 3], regular)
+    if not regular.all():  # another shape: Python's json, message by message
+        irregular = np.flatnonzero(~regular)
+        texts = values.take(pa.array(irregular)).to_pylist()
+        fixed_schemas, fixed_payloads = [], []
+        for i, text in zip(irregular, texts):
+            try:
+                message = json.loads(text)
+                schema, payload = message["schema"], message["payload"]
+            except (ValueError, KeyError, TypeError):
+                raise HoodieFormatError(
+                    f"message {int(i)} is not a Kafka Connect JSON message with its schema: {text[:200]!r}"
+                ) from None
+            fixed_schemas.append(json.dumps(schema, separators=(",", ":")))
+            fixed_payloads.append(json.dumps(payload, separators=(",", ":"), ensure_ascii=False))
+        schemas = _replace(schemas, irregular, fixed_schemas)
+        payloads = _replace(payloads, irregular, fixed_payloads)
+    return schemas, payloads
+
+
+def _structure(raw, starts, ends):
+    """For each message raw[starts[i]:ends[i]]: the position of the closing brace of its schema object, -1 when the
+    message is not `{"schema":{...},"payload":...}` (compact)."""
+    n = len(starts)
+    schema_at = np.full(n, -1, np.int64)
+    if not len(raw) or not n:
+        return schema_at
+    backslash = raw == _BACKSLASH
+    count = np.cumsum(backslash, dtype=np.int64)
+    # backslashes just before each position: the run ending at i - 1
+    since = np.maximum.accumulate(np.where(backslash, 0, count))
+    run_before = np.concatenate([[0], (count - since)[:-1]])
+    quote = (raw == _QUOTE) & (run_before % 2 == 0)
+    quotes = np.cumsum(quote, dtype=np.int64)
+    lengths = ends - starts
+    nonempty = lengths > 0
+    first = np.where(nonempty, starts, 0)
+    # counts up to the start of each message, so that each message is read on its own
+    quotes_before = np.where(first > 0, quotes[np.maximum(first - 1, 0)], 0)
+    outside = ((quotes - np.repeat(quotes_before, lengths)) & 1) == 0
+    step = (_OPEN[raw] - _CLOSE[raw]) * outside
+    depth = np.cumsum(step, dtype=np.int64)
+    depth_before = np.where(first > 0, depth[np.maximum(first - 1, 0)], 0)
+    relative = depth - np.repeat(depth_before, lengths)
+    # closing braces back at the envelope's level: the end of a top-level value of the envelope
+    closes = np.flatnonzero((_CLOSE[raw] == 1) & outside & (relative == 1))
+    prefix_ok = _matches(raw, starts, _PREFIX, lengths) & (
+        raw[np.minimum(starts + len(_PREFIX), len(raw) - 1)] == ord("{")
+    )
+    k = np.searchsorted(closes, starts + len(_PREFIX))
+    found = k < len(closes)
+    at = np.where(found, closes[np.minimum(k, len(closes) - 1)], -1)
+    ok = prefix_ok & found & (at < ends - 1)
+    ok &= _matches(raw, np.where(ok, at + 1, 0), _SEPARATOR, np.where(ok, ends - at - 1, 0))
+    last = np.maximum(ends - 1, 0)
+    ok &= nonempty & (raw[last] == ord("}")) & (relative[last] == 0) & (((quotes[last] - quotes_before) & 1) == 0)
+    schema_at[ok] = at[ok]
+    return schema_at
+
+
+def _matches(raw, at, text, room):
+    """Whether raw holds `text` at each position `at` (where `room` bytes are left)."""
+    pattern = np.frombuffer(text, np.uint8)
+    ok = room >= len(pattern)
+    where = np.where(ok, at, 0)[:, None] + np.arange(len(pattern))
+    return ok & (raw[np.minimum(where, len(raw) - 1)] == pattern).all(axis=1)
+
+
+def _cut(raw, lo, hi, keep):
+    """String array of raw[lo[i]:hi[i]] (empty where not keep)."""
+    lo = np.where(keep, lo, 0)
+    hi = np.where(keep, hi, 0)
+    sizes = hi - lo
+    offsets = np.zeros(len(lo) + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    total = int(offsets[-1])
+    index = np.repeat(lo - offsets[:-1], sizes) + np.arange(total)
+    out = pa.Array.from_buffers(pa.large_string(), len(lo), [None, pa.py_buffer(offsets), pa.py_buffer(raw[index])])
+    return out.cast(pa.string())
+
+
+def _replace(texts, rows, values):
+    """`texts` with the values at `rows` replaced by `values`."""
+    take = np.arange(len(texts))
+    take[rows] = len(texts) + np.arange(len(values))
+    return pa.concat_arrays([texts, pa.array(values, pa.string())]).take(pa.array(take))
+
+
+def raw_type(schema, numeric_decimals=False):
+    """The Arrow type of a Connect schema's values as JSON holds them: integers as int64, floats as double, bytes as
+    base64 text, structs as structs, arrays as lists; `Decimal` as base64 text, or with `numeric_decimals` (the
+    converter's `decimal.format=NUMERIC`) as JSON numbers read into the field's decimal type."""
+    kind = schema.get("type")
+    if schema.get("name") == types.CONNECT_DECIMAL and numeric_decimals:
+        return types.arrow_type(schema)
+    if kind in ("int8", "int16", "int32", "int64"):
+        return pa.int64()
+    if kind in ("float32", "float64", "float", "double"):  # the last two as some producers name them
+        return pa.float64()
+    if kind == "boolean":
+        return pa.bool_()
+    if kind in ("string", "bytes"):
+        return pa.string()
+    if kind == "struct":
+        return pa.struct([pa.field(f["field"], raw_type(f, numeric_decimals)) for f in schema.get("fields", [])])
+    if kind == "array":
+        return pa.list_(raw_type(schema["items"], numeric_decimals))
+    raise HoodieFormatError(f"Connect type {kind!r} of {schema.get('field')!r} is not read from JSON here")
+
+
+def parse_payloads(payloads, schema):
+    """The payload texts (a string array) parsed by pyarrow's JSON reader under `raw_type(schema)`, a struct array.
+    Decimals are read as base64 text, or as numbers when the payloads hold them so (`decimal.format=NUMERIC`)."""
+    try:
+        return _parse(payloads, raw_type(schema))
+    except pa.ArrowInvalid as e:
+        if "changed from string to number" not in str(e):
+            raise HoodieFormatError(f"payloads do not match their schema: {e}") from None
+    try:
+        return _parse(payloads, raw_type(schema, numeric_decimals=True))
+    except pa.ArrowInvalid as e:
+        raise HoodieFormatError(f"payloads do not match their schema: {e}") from None
+
+
+def _parse(payloads, struct):
+    import pyarrow.json as pj
+
+    if not pa.types.is_struct(struct):
+        raise HoodieFormatError(f"a Connect envelope is a struct, its schema is of type {struct}")
+    if len(payloads) == 0:
+        return pa.array([], struct)
+    joined = pc.binary_join(pa.array([payloads], pa.list_(pa.string())), "\n")[0].as_buffer()
+    table = pj.read_json(
+        pa.BufferReader(joined),
+        read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, joined.size + 1)),
+        parse_options=pj.ParseOptions(explicit_schema=pa.schema(list(struct)), unexpected_field_behavior="error"),
+    )
+    if table.num_rows != len(payloads):
+        raise HoodieFormatError(f"{len(payloads)} payloads parsed into {table.num_rows} rows")
+    return pa.StructArray.from_arrays([table[f.name].combine_chunks() for f in struct], fields=list(struct))
+
+
+def group_by_schema(values):
+    """[SchemaGroup] of JsonConverter messages (a string array without nulls), in the order their schemas first
+    appear."""
+    schemas, payloads = split_envelopes(values)
+    encoded = pc.dictionary_encode(schemas)
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    groups = []
+    first_seen = np.unique(codes, return_index=True)
+    for code in first_seen[0][np.argsort(first_seen[1])]:
+        rows = np.flatnonzero(codes == code)
+        text = encoded.dictionary[int(code)].as_py()
+        try:
+            schema = json.loads(text)
+        except ValueError:
+            raise HoodieFormatError(f"message {int(rows[0])}: its schema is not JSON: {text[:200]!r}") from None
+        groups.append(SchemaGroup(schema, rows, parse_payloads(payloads.take(pa.array(rows)), schema)))
+    return groups
