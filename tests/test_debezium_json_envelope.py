@@ -5,7 +5,9 @@ hold quotes, backslashes, braces and the separator's own text."""
 import decimal
 import json
 import pathlib
+from unittest import mock
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -87,16 +89,21 @@ def messages(draw):
     return out
 
 
-@settings(max_examples=200, deadline=None)
-@given(messages(), st.booleans())
-def test_random_messages_split_as_json_reads_them(batch, spaced):
+@settings(max_examples=300, deadline=None)
+@given(messages(), st.booleans(), st.sampled_from([0, 1, 32]))
+def test_random_messages_split_as_json_reads_them(batch, spaced, prefix_groups):
+    """Cut by the prefixes of up to `prefix_groups` schemas, the rest by the byte scan (0: all of them)."""
     texts = [t for _s, _p, t in batch]
     if spaced:  # another shape: Python's json splits it
         texts[0] = json.dumps({"schema": batch[0][0], "payload": batch[0][1]}, indent=1)
-    schemas, payloads = json_envelope.split_envelopes(pa.array(texts))
+    with mock.patch.object(json_envelope, "PREFIX_GROUPS", prefix_groups):
+        schemas, payloads = json_envelope.split_envelopes(pa.array(texts))
     for i, (schema, payload, _text) in enumerate(batch):
         assert json.loads(schemas[i].as_py()) == schema
         assert json.loads(payloads[i].as_py()) == payload
+    # the byte scan itself reads every compact message (Python's json only the other shape)
+    _schemas, _payloads, regular = json_envelope._split_scanned(pa.array(texts), np.arange(len(texts)))
+    assert regular.tolist() == [not (spaced and i == 0) for i in range(len(texts))]
     for group in json_envelope.group_by_schema(pa.array(texts)):
         assert group.payload.to_pylist() == [batch[r][1] for r in group.rows]
         assert all(batch[r][0] == group.schema for r in group.rows)
