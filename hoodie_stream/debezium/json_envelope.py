@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import HoodieFormatError
+from ..format.string_buffers import utf8_buffers
 from . import types
 
 _PREFIX = b'{"schema":'
@@ -94,11 +95,9 @@ def split_envelopes(values):
 def _split_scanned(values, index):
     """split_envelopes by a scan of every byte: (schema texts, payload texts, which messages had the compact shape);
     `index`: the messages' positions in the input, for errors."""
-    n = len(values)
-    offsets = np.frombuffer(values.buffers()[1], np.int32, n + 1, values.offset * 4).astype(np.int64)
-    data = values.buffers()[2]
+    data, offsets = utf8_buffers(values, "messages")
     base = int(offsets[0])
-    raw = np.frombuffer(data, np.uint8)[base : int(offsets[-1])] if data is not None else np.zeros(0, np.uint8)
+    raw = data[base : int(offsets[-1])]
     starts, ends = offsets[:-1] - base, offsets[1:] - base
     schema_at = _structure(raw, starts, ends)
     regular = schema_at >= 0

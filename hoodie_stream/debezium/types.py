@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import HoodieFormatError
+from ..format.string_buffers import utf8_buffers
 
 CONNECT_DECIMAL = "org.apache.kafka.connect.data.Decimal"
 VARIABLE_SCALE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
@@ -152,9 +153,8 @@ def _base64_bytes(strings, where):
     values decode to nothing). Each value's length is a multiple of 4, so the values decode as one stream of 4-char
     groups."""
     n = len(strings)
-    offsets = np.frombuffer(strings.buffers()[1], np.int32, n + 1, strings.offset * 4).astype(np.int64)
-    data = strings.buffers()[2]
-    raw = np.frombuffer(data, np.uint8)[offsets[0] : offsets[-1]] if data is not None else np.zeros(0, np.uint8)
+    data, offsets = utf8_buffers(pc.fill_null(strings, ""), where)  # a null decodes to nothing
+    raw = data[offsets[0] : offsets[-1]]
     lengths = np.diff(offsets)
     if (lengths % 4).any():
         bad = int(np.flatnonzero(lengths % 4)[0])

@@ -4,7 +4,6 @@ import contextlib
 import threading
 from concurrent.futures import Future
 
-import numpy as np
 import pyarrow as pa
 
 # pyarrow.parquet is imported by the functions that use it: the write chain's workers never need to load it
@@ -14,6 +13,7 @@ from ..errors import HoodieConfigError, HoodieFormatError
 from ..storage import storage_for
 from .avro_schema import META_FIELDS
 from .bloom_filter import TYPE_CODE, BloomFilter
+from .string_buffers import utf8_buffers
 
 BLOOM_FILTER_KEY = "org.apache.hudi.bloomfilter"
 BLOOM_TYPE_CODE_KEY = "hoodie_bloom_filter_type_code"
@@ -73,18 +73,8 @@ def key_range(keys):
 def _has_supplementary(keys):
     """True when a key may hold a character outside the Basic Multilingual Plane (a 4-byte UTF-8 sequence, whose
     lead byte is 0xF0 or more): there UTF-16 order and code point order differ. A look at the keys' bytes."""
-    if isinstance(keys, pa.ChunkedArray):
-        return any(_has_supplementary(chunk) for chunk in keys.chunks)
-    if len(keys) == 0:
-        return False
-    if keys.type != pa.string():
-        keys = keys.cast(pa.string())
-    offsets = np.frombuffer(keys.buffers()[1], np.int32, len(keys) + 1, keys.offset * 4)
-    data = keys.buffers()[2]
-    if data is None:
-        return False
-    raw = np.frombuffer(data, np.uint8)[int(offsets[0]) : int(offsets[-1])]
-    return bool(raw.max(initial=0) >= 0xF0)
+    data, offsets = utf8_buffers(keys, "record keys")
+    return bool(data[offsets[0] : offsets[-1]].max(initial=0) >= 0xF0)
 
 
 def _ordered(table):
