@@ -1,9 +1,10 @@
 """hoodie-stream: Apache Hudi merge-on-read tables (table version 6) written from Spark Structured Streaming."""
 
+from .debezium import DebeziumSink
 from .errors import HoodieError
 from .format.reader import HoodieTable
 from .format.writer import HoodieWriter
 from .streaming_sink.sink import HoodieStreamSink
 
-__all__ = ["HoodieError", "HoodieStreamSink", "HoodieTable", "HoodieWriter"]
+__all__ = ["DebeziumSink", "HoodieError", "HoodieStreamSink", "HoodieTable", "HoodieWriter"]
 __version__ = "0.1.0"

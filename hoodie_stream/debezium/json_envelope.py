@@ -213,21 +213,22 @@ def raw_type(schema, numeric_decimals=False):
     raise HoodieFormatError(f"Connect type {kind!r} of {schema.get('field')!r} is not read from JSON here")
 
 
-def parse_payloads(payloads, schema):
+def parse_payloads(payloads, schema, unexpected="error"):
     """The payload texts (a string array) parsed by pyarrow's JSON reader under `raw_type(schema)`, a struct array.
-    Decimals are read as base64 text, or as numbers when the payloads hold them so (`decimal.format=NUMERIC`)."""
+    Decimals are read as base64 text, or as numbers when the payloads hold them so (`decimal.format=NUMERIC`).
+    `unexpected`: what a field the schema lacks does, "error" or "ignore" (pyarrow's unexpected_field_behavior)."""
     try:
-        return _parse(payloads, raw_type(schema))
+        return _parse(payloads, raw_type(schema), unexpected)
     except pa.ArrowInvalid as e:
         if "changed from string to number" not in str(e):
             raise HoodieFormatError(f"payloads do not match their schema: {e}") from None
     try:
-        return _parse(payloads, raw_type(schema, numeric_decimals=True))
+        return _parse(payloads, raw_type(schema, numeric_decimals=True), unexpected)
     except pa.ArrowInvalid as e:
         raise HoodieFormatError(f"payloads do not match their schema: {e}") from None
 
 
-def _parse(payloads, struct):
+def _parse(payloads, struct, unexpected="error"):
     import pyarrow.json as pj
 
     if not pa.types.is_struct(struct):
@@ -239,7 +240,7 @@ def _parse(payloads, struct):
     table = pj.read_json(
         pa.BufferReader(joined),
         read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, joined.size + 1)),
-        parse_options=pj.ParseOptions(explicit_schema=pa.schema(list(struct)), unexpected_field_behavior="error"),
+        parse_options=pj.ParseOptions(explicit_schema=pa.schema(list(struct)), unexpected_field_behavior=unexpected),
     )
     if table.num_rows != len(payloads):
         raise HoodieFormatError(f"{len(payloads)} payloads parsed into {table.num_rows} rows")

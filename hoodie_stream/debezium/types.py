@@ -92,6 +92,10 @@ def arrow_type(field, variable_scale=(38, 10)):
         return pa.timestamp("us", tz="UTC")
     if kind in _PRIMITIVES:
         return _PRIMITIVES[kind]
+    if kind == "struct":  # e.g. io.debezium.data.geometry.* (wkb, srid): a struct of the fields' columns
+        return pa.struct([pa.field(f["field"], arrow_type(f, variable_scale)) for f in field.get("fields", [])])
+    if kind == "array" and isinstance(field.get("items"), dict):
+        return pa.list_(arrow_type(field["items"], variable_scale))
     raise HoodieFormatError(f"field {field.get('field')!r}: Connect type {kind!r} ({name}) has no column mapping")
 
 
@@ -119,6 +123,18 @@ def decode(values, field, variable_scale=(38, 10)):
         return _zoned(_strings(values, where), where)
     if field.get("type") == "bytes":
         return _base64_binary(_strings(values, where), where)
+    if field.get("type") == "struct" and pa.types.is_struct(values.type):
+        children = {f.name: c for f, c in zip(values.type, values.flatten())}
+        arrays = [
+            decode(children[f["field"]], f, variable_scale)
+            if f["field"] in children
+            else pa.nulls(len(values), arrow_type(f, variable_scale))
+            for f in field.get("fields", [])
+        ]
+        return pa.StructArray.from_arrays(arrays, fields=list(target), mask=pc.is_null(values))
+    if field.get("type") == "array" and pa.types.is_list(values.type):
+        items = decode(values.values, field["items"], variable_scale)
+        return pa.ListArray.from_arrays(values.offsets, items, mask=pc.is_null(values)).cast(target)
     return values.cast(target)
 
 

@@ -1,0 +1,159 @@
+"""Debezium topics read by Spark's Kafka source (or the same columns read from files) into table rows, on the
+executors.
+
+`flatten(df, ...)` returns one topic's rows as a DataFrame; `discover(df)` is the small Spark job that finds, per
+topic, the distinct value schemas of the micro-batch (JsonConverter messages with their schema) and a key to learn
+the record key from: one row per (topic, kind, text), never the messages themselves, reaches the driver.
+"""
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import HoodieFormatError, in_task
+from . import events, json_envelope
+
+KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset")
+_ENVELOPE = '{"schema":'
+VALUE_SCHEMA, KEY, BARE_VALUE = "value_schema", "key", "bare_value"
+DISCOVERED = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("kind", pa.string()),
+        ("text", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+    ]
+)
+
+
+def kafka_records(df):
+    """The Kafka source's columns with key and value as text (the source gives binary; files may give text)."""
+    from pyspark.sql import functions as F
+
+    missing = [c for c in KAFKA_COLUMNS if c not in df.columns]
+    if missing:
+        raise HoodieFormatError(
+            f"the micro-batch lacks the Kafka source's column(s) {missing} (it has {df.columns}); Debezium topics "
+            f"are read with spark.readStream.format('kafka')"
+        )
+    return df.select(
+        F.col("key").cast("string").alias("key"),
+        F.col("value").cast("string").alias("value"),
+        F.col("topic").cast("string").alias("topic"),
+        F.col("partition").cast("int").alias("partition"),
+        F.col("offset").cast("long").alias("offset"),
+    )
+
+
+@dataclass(frozen=True)
+class Discover:
+    """Picklable mapInArrow function: per task, the distinct value schemas per topic (with the first record that
+    has each), a first key per topic, and the first bare message of each topic."""
+
+    bare_topics: frozenset  # topics whose messages carry no schema (their schema is given)
+
+    @in_task
+    def __call__(self, batches):
+        seen = {}
+        for batch in batches:
+            table = pa.Table.from_batches([batch])
+            for topic in pc.unique(table["topic"]).to_pylist():
+                part = table.filter(pc.equal(table["topic"], topic)) if topic is not None else table
+                _discover(topic, part, topic in self.bare_topics, seen)
+        rows = list(seen.values())
+        if rows:
+            yield pa.RecordBatch.from_pylist([dict(zip(DISCOVERED.names, r)) for r in rows], schema=DISCOVERED)
+
+
+def _discover(topic, records, bare, seen):
+    keys = records["key"]
+    if keys.null_count < len(keys) and (topic, KEY) not in seen:
+        i = pc.index(pc.is_valid(keys), True).as_py()
+        seen[(topic, KEY)] = (
+            topic,
+            KEY,
+            keys[i].as_py(),
+            records["partition"][i].as_py(),
+            records["offset"][i].as_py(),
+        )
+    live = records.filter(pc.is_valid(records["value"]))
+    if live.num_rows == 0 or bare:
+        return
+    values = live["value"].combine_chunks()
+    enveloped = pc.starts_with(values, _ENVELOPE)
+    if not pc.all(enveloped).as_py():
+        i = pc.index(enveloped, False).as_py()
+        if (topic, BARE_VALUE) not in seen:
+            seen[(topic, BARE_VALUE)] = (
+                topic,
+                BARE_VALUE,
+                values[i].as_py()[:200],
+                live["partition"][i].as_py(),
+                live["offset"][i].as_py(),
+            )
+        live = live.filter(enveloped)
+        values = live["value"].combine_chunks()
+        if not len(values):
+            return
+    try:
+        schemas, _payloads = json_envelope.split_envelopes(values)
+    except HoodieFormatError as e:
+        raise HoodieFormatError(f"topic {topic!r}: {e}") from None
+    codes = schemas.indices.to_numpy(zero_copy_only=False)
+    for code, text in enumerate(schemas.dictionary.to_pylist()):
+        if (topic, text) in seen:
+            continue
+        hits = (codes == code).nonzero()[0]
+        if len(hits):
+            i = int(hits[0])
+            seen[(topic, text)] = (topic, VALUE_SCHEMA, text, live["partition"][i].as_py(), live["offset"][i].as_py())
+
+
+def discover(records, bare_topics=frozenset()):
+    """{topic: {"schemas": [(schema text, (partition, offset))], "key": (text, (partition, offset)) or None,
+    "bare": (text, (partition, offset)) or None}} of a micro-batch (`kafka_records` columns)."""
+    rows = records.mapInArrow(Discover(frozenset(bare_topics)), _spark_schema(DISCOVERED)).collect()
+    found = {}
+    for topic, kind, text, partition, offset in sorted(rows, key=lambda r: (r[0] or "", r[3], r[4])):
+        entry = found.setdefault(topic, {"schemas": [], "key": None, "bare": None})
+        place = (partition, offset)
+        if kind == VALUE_SCHEMA:
+            if text not in [t for t, _ in entry["schemas"]]:
+                entry["schemas"].append((text, place))
+        elif kind == KEY:
+            entry["key"] = entry["key"] or (text, place)
+        else:
+            entry["bare"] = entry["bare"] or (text, place)
+    return found
+
+
+@dataclass(frozen=True)
+class Flatten:
+    """Picklable mapInArrow function: one topic's Kafka records into its rows (`events.flatten`)."""
+
+    spec: events.TopicSpec
+
+    @in_task
+    def __call__(self, batches):
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            table = events.flatten(pa.Table.from_batches([batch]), self.spec)
+            if table.num_rows:
+                yield from table.to_batches()
+
+
+def flatten_topic(records, spec):
+    """The DataFrame of a topic's rows from `kafka_records` columns (all topics or that topic's)."""
+    from pyspark.sql import functions as F
+
+    rows = records.where(F.col("topic") == spec.topic)
+    return rows.mapInArrow(Flatten(spec), _spark_schema(spec.schema))
+
+
+def _spark_schema(schema):
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)

@@ -1,0 +1,278 @@
+"""DebeziumSink: `kafka_df.writeStream.foreachBatch(DebeziumSink(base_path, options, tables=...))`.
+
+Every topic of the stream goes to its own MERGE_ON_READ table, created when the topic is first seen: named after the
+topic (every character outside [A-Za-z0-9_] replaced by `_`), at `<base path>/<table name>`, its record key the
+Debezium key's fields, its ordering field `_event_order` with Hudi's DefaultHoodieRecordPayload (the greatest
+position wins, as Apache Hudi and hudi-rs both merge it; events.py). A micro-batch is read once from Kafka (persisted
+on the executors), its schemas are found by one small job, then each topic's rows are written by that table's
+HoodieStreamSink as one delta commit carrying the batch id: a micro-batch replayed after a crash between two tables'
+commits writes only the tables that had not committed it.
+"""
+
+import dataclasses
+import json
+import logging
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ..errors import HoodieConfigError, HoodieError, HoodieFormatError
+from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema
+from ..format.writer import HoodieWriter
+from ..options import parse_options
+from ..storage import storage_for
+from ..streaming_sink.sink import HoodieStreamSink
+from . import events, kafka
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+log = logging.getLogger("hoodie_stream")
+
+PAYLOAD_CLASS = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
+RECORD_KEY = "hoodie.datasource.write.recordkey.field"
+TRUNCATE = "hoodie.stream.debezium.truncate"
+MESSAGE = "hoodie.stream.debezium.message"
+VARIABLE_SCALE = "hoodie.stream.debezium.variable.scale.decimal"
+DEBEZIUM_OPTIONS = {TRUNCATE: "fail", MESSAGE: "skip", VARIABLE_SCALE: "38,10"}
+VALUE_FORMATS = ("json",)
+
+
+def table_name(topic):
+    """The default table name of a topic: every character outside [A-Za-z0-9_] replaced by `_`."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", topic)
+
+
+def _variable_scale(text):
+    if text.strip().lower() == "string":
+        return "string"
+    try:
+        precision, scale = (int(x) for x in text.split(","))
+    except ValueError:
+        raise HoodieConfigError(f"option {VARIABLE_SCALE!r}: 'string' or 'precision,scale', got {text!r}") from None
+    if not 0 <= scale <= precision <= 38 or precision == 0:
+        raise HoodieConfigError(f"option {VARIABLE_SCALE!r}: precision 1..38 and scale 0..precision, got {text!r}")
+    return (precision, scale)
+
+
+def _policy(key, value):
+    value = str(value).lower()
+    if value not in events.POLICIES:
+        raise HoodieConfigError(f"option {key!r}: one of {list(events.POLICIES)}, got {value!r}")
+    return value
+
+
+class DebeziumSink:
+    """A picklable foreachBatch function writing each topic of a Debezium stream to its own Hudi table."""
+
+    def __init__(
+        self,
+        base_path: str,
+        options: Mapping[str, Any] | None = None,
+        tables: Mapping[str, Mapping[str, Any]] | None = None,
+        value_format: str = "json",
+        schemas: Mapping[str, Any] | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        """`options`: Hudi-named sink options for every table, plus `hoodie.stream.debezium.truncate` and
+        `.message` (`fail` or `skip`) and `.variable.scale.decimal` (`precision,scale` or `string`); `tables`:
+        per topic, `path`, `hoodie.table.name` and any sink option; `schemas`: per topic, the Connect schema (JSON
+        text or dict) of messages written without one (`schemas.enable=false`): the envelope's or the row's."""
+        if value_format not in VALUE_FORMATS:
+            raise HoodieConfigError(
+                f"value_format {value_format!r} is not supported; supported: {list(VALUE_FORMATS)} (Kafka Connect "
+                f"JSON, with or without schemas)"
+            )
+        self.base_path = str(base_path).rstrip("/")
+        self.value_format = value_format
+        self.storage_options = dict(storage_options or {})
+        self.options = {str(k): str(v) for k, v in (options or {}).items()}
+        self.tables = {str(t): {str(k): str(v) for k, v in o.items()} for t, o in (tables or {}).items()}
+        self.schemas = {}
+        for topic, schema in (schemas or {}).items():
+            try:
+                self.schemas[str(topic)] = events.bare_envelope(schema)
+            except (ValueError, HoodieFormatError) as e:
+                raise HoodieConfigError(f"schemas[{topic!r}]: {e}") from None
+        for topic in self.tables:  # options are checked now, not at the topic's first event
+            self._table_options(topic, ["id"])
+        self._sinks: dict[str, HoodieStreamSink] = {}
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_sinks"] = {}
+        return state
+
+    def __repr__(self) -> str:
+        return f"DebeziumSink({self.base_path!r}, tables={sorted(self._sinks)})"
+
+    @property
+    def sinks(self) -> dict[str, HoodieStreamSink]:
+        """The table sinks of the topics seen so far, by topic."""
+        return dict(self._sinks)
+
+    def table_path(self, topic):
+        """Where a topic's table is: tables[topic]["path"], else `<base path>/<table name>`."""
+        given = self.tables.get(topic, {})
+        if "path" in given:
+            return given["path"]
+        name = given.get("hoodie.table.name") or self.options.get("hoodie.table.name") or table_name(topic)
+        return f"{self.base_path}/{name}"
+
+    def _debezium_options(self, topic):
+        merged = {**DEBEZIUM_OPTIONS, **self.options, **self.tables.get(topic, {})}
+        return {
+            "truncate": _policy(TRUNCATE, merged[TRUNCATE]),
+            "message": _policy(MESSAGE, merged[MESSAGE]),
+            "variable_scale": _variable_scale(merged[VARIABLE_SCALE]),
+        }
+
+    def _table_options(self, topic, key_fields):
+        given = {**self.options, **self.tables.get(topic, {})}
+        given.pop("path", None)
+        for key in DEBEZIUM_OPTIONS:
+            given.pop(key, None)
+        if "hoodie.table.name" not in given:
+            given["hoodie.table.name"] = table_name(topic)
+        given.setdefault(RECORD_KEY, ",".join(key_fields))
+        for key, value in (
+            ("hoodie.datasource.write.precombine.field", events.ORDER),
+            ("hoodie.datasource.write.payload.class", PAYLOAD_CLASS),
+        ):
+            if given.setdefault(key, value) != value:
+                raise HoodieConfigError(
+                    f"tables[{topic!r}]: {key} is {value!r} for a Debezium table (the order of a key's changes), "
+                    f"not {given[key]!r}"
+                )
+        parse_options(self.table_path(topic), given)  # unknown or invalid options fail now
+        return given
+
+    def close(self, wait: bool = True) -> None:
+        """Close every table sink (their background table services and leases)."""
+        for sink in self._sinks.values():
+            sink.close(wait)
+
+    # -- the micro-batch -----------------------------------------------------------------------------------------
+    def __call__(self, df: "DataFrame", batch_id: int) -> None:
+        from pyspark import StorageLevel
+
+        records = kafka.kafka_records(df).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            found = kafka.discover(records, frozenset(self.schemas))
+            plans = [(topic, self._spec(topic, entry)) for topic, entry in sorted(found.items())]
+            for topic, spec in plans:  # every topic's schema is checked before any table is written
+                if spec is not None:
+                    self._sink(topic, spec.key_fields)(kafka.flatten_topic(records, spec), batch_id)
+        finally:
+            records.unpersist()
+
+    def _sink(self, topic, key_fields):
+        sink = self._sinks.get(topic)
+        if sink is None:
+            sink = HoodieStreamSink(
+                self.table_path(topic), self._table_options(topic, key_fields), self.storage_options
+            )
+            self._sinks[topic] = sink
+        return sink
+
+    def _spec(self, topic, entry, table_columns=True):
+        if topic is None:
+            raise HoodieFormatError("a record without a topic in the micro-batch")
+        policies = self._debezium_options(topic)
+        if topic in self.schemas:
+            envelopes = [(self.schemas[topic], f"topic {topic!r} (its schema in schemas=)")]
+            value_schema = self.schemas[topic]
+        else:
+            if entry["bare"] is not None:
+                text, (partition, offset) = entry["bare"]
+                raise HoodieFormatError(
+                    f"topic {topic!r} partition {partition} offset {offset}: the message carries no schema (Kafka "
+                    f"Connect's JSON with schemas.enable=false): give the topic's Connect schema in "
+                    f"schemas={{{topic!r}: ...}}; message starts {text[:80]!r}"
+                )
+            envelopes = []
+            for text, (partition, offset) in entry["schemas"]:
+                where = f"topic {topic!r} partition {partition} offset {offset}"
+                try:
+                    envelopes.append((json.loads(text), where))
+                except ValueError:
+                    raise HoodieFormatError(f"{where}: the message's schema is not JSON") from None
+            value_schema = None
+        if not envelopes:  # tombstones alone: nothing to write
+            return None
+        key_fields = self._key_fields(topic, entry)
+        if not key_fields:
+            place = envelopes[0][1]
+            raise HoodieConfigError(
+                f"{place}: the topic's messages have no Kafka key (a table without a primary key?): name the record "
+                f"key in tables={{{topic!r}: {{{RECORD_KEY!r}: 'column,...'}}}}"
+            )
+        spec = events.topic_spec(topic, envelopes, key_fields, value_schema, **policies)
+        return self._with_table_columns(topic, spec) if table_columns else spec
+
+    def _key_fields(self, topic, entry):
+        given = {**self.options, **self.tables.get(topic, {})}.get(RECORD_KEY)
+        if given:
+            return [f.strip() for f in given.split(",") if f.strip()]
+        if entry["key"] is None:
+            return []
+        text, (partition, offset) = entry["key"]
+        where = f"topic {topic!r} partition {partition} offset {offset}"
+        try:
+            key = json.loads(text)
+        except ValueError:
+            raise HoodieFormatError(
+                f"{where}: the Kafka key {text[:80]!r} is not JSON; name the record key in tables={{{topic!r}: "
+                f"{{{RECORD_KEY!r}: ...}}}}"
+            ) from None
+        if isinstance(key, dict) and "schema" in key and "payload" in key:
+            fields = (key.get("schema") or {}).get("fields") or []
+            return [f.get("field") for f in fields]
+        if isinstance(key, dict):
+            return list(key)
+        raise HoodieFormatError(f"{where}: the Kafka key {text[:80]!r} is not a struct of key columns")
+
+    def _with_table_columns(self, topic, spec):
+        """The spec with the table's columns that the batch's events lack (a column dropped at the source stays in
+        the table, null in new rows)."""
+        try:
+            writer = HoodieWriter(storage_for(self.table_path(topic), self.storage_options))
+        except HoodieError:  # no table yet
+            return spec
+        table = avro_to_arrow_schema(writer.avro_schema())
+        added = {n for n, _ in events.added_columns(spec.connector)}
+        missing = [
+            f for f in table if f.name not in META_FIELDS and f.name not in added and f.name not in spec.schema.names
+        ]
+        if not missing:
+            return spec
+        rows = [f for f in spec.schema if f.name not in added] + [pa.field(f.name, f.type) for f in missing]
+        schema = events.table_schema(pa.schema(rows), spec.connector, f"topic {topic!r}")
+        return dataclasses.replace(spec, schema=schema)
+
+
+def flatten(
+    df: "DataFrame",
+    topic: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    tables: Mapping[str, Mapping[str, Any]] | None = None,
+    schemas: Mapping[str, Any] | None = None,
+) -> "DataFrame":
+    """The rows of one Debezium topic of a Kafka-source DataFrame, as DebeziumSink writes them (row columns, Hudi's
+    Debezium columns, `_event_order`, `_hoodie_is_deleted`), for those who route tables themselves. `topic` may be
+    left out when the DataFrame holds one; the other arguments are DebeziumSink's. Runs one small Spark job to find
+    the schemas."""
+    sink = DebeziumSink("", options, tables=tables, schemas=schemas)
+    records = kafka.kafka_records(df)
+    found = kafka.discover(records, frozenset(sink.schemas))
+    if topic is None:
+        if len(found) != 1:
+            raise HoodieConfigError(f"flatten: the DataFrame holds the topics {sorted(found)}; name one (topic=)")
+        topic = next(iter(found))
+    entry = found.get(topic)
+    spec = None if entry is None else sink._spec(topic, entry, table_columns=False)
+    if spec is None:
+        raise HoodieFormatError(f"flatten: topic {topic!r} has no change event in the DataFrame")
+    return kafka.flatten_topic(records, spec)
