@@ -9,6 +9,7 @@ import pytest
 from debezium_model import KAFKA_DDL, final_rows, load_set
 from hoodie_stream import DebeziumSink
 from hoodie_stream.debezium import table_name
+from hoodie_stream.errors import HoodieConfigError, HoodieError
 from oracle import META, _norm, rs_read
 
 # (message set, record key, connector, messages per micro-batch)
@@ -78,3 +79,206 @@ def test_real_messages_stream_into_tables_that_match_the_model(spark, tmp_path, 
     finally:
         query.stop()
         sink.close()
+
+
+# -- several topics ------------------------------------------------------------------------------------------------
+THREE = [  # (message set, record key, connector)
+    ("pg_flink_products_schema.jsonl", ["id"], "postgresql"),
+    ("mysql_risingwave_customers_schema.jsonl", ["id"], "mysql"),
+    ("pg_risingwave_chbench_district.jsonl", ["d_w_id", "d_id"], "postgresql"),
+]
+
+
+def interleaved(sets, n_batches):
+    """The sets' records cut into n_batches micro-batches, each holding a slice of every topic."""
+    batches = [[] for _ in range(n_batches)]
+    for records in sets:
+        size = -(-len(records) // n_batches)
+        for i in range(n_batches):
+            batches[i].extend(records[i * size : (i + 1) * size])
+    return batches
+
+
+def batch_ids(path):
+    from hoodie_stream import HoodieTable
+
+    table = HoodieTable(str(path))
+    out = []
+    for inst in table.timeline.commits_timeline():
+        extra = table.timeline.read_commit_metadata(inst.timestamp).extra_metadata
+        out.extend(int(v) for v in json.loads(extra["_hudi_streaming_sink_checkpoint"]).values())
+    return out
+
+
+class FailOnce:
+    """A table sink that fails its next micro-batch (a crash between two tables' commits), then writes again."""
+
+    def __init__(self, sink):
+        self.sink, self.failed = sink, False
+
+    def __call__(self, df, batch_id):
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("injected failure before this table's commit")
+        return self.sink(df, batch_id)
+
+    def close(self, wait=True):
+        self.sink.close(wait)
+
+
+def test_three_topics_make_three_tables_and_a_replayed_batch_writes_only_the_tables_that_missed_it(spark, tmp_path):
+    sets = [load_set(name) for name, _, _ in THREE]
+    topics = [records[0]["topic"] for records in sets]
+    tables = {t: {"hoodie.datasource.write.recordkey.field": ",".join(k)} for t, (_, k, _) in zip(topics, THREE)}
+    sink = DebeziumSink(str(tmp_path / "lake"), tables=tables)
+    batches = interleaved(sets, 3)
+    paths = [tmp_path / "lake" / table_name(t) for t in topics]
+    ordered = sorted(range(3), key=lambda i: topics[i])  # tables are written in topic order
+    for b, batch in enumerate(batches):
+        df = spark.createDataFrame(
+            [tuple(r[c] for c in ("key", "value", "topic", "partition", "offset")) for r in batch], KAFKA_DDL
+        )
+        if b == 1:
+            second = topics[ordered[1]]
+            sink._sinks[second] = FailOnce(sink._sinks[second])
+            with pytest.raises(RuntimeError, match="injected failure"):
+                sink(df, b)
+            assert batch_ids(paths[ordered[0]]) == [0, 1]
+            assert batch_ids(paths[ordered[1]]) == [0] and batch_ids(paths[ordered[2]]) == [0]
+        sink(df, b)  # the replay after the failure: the first table is not written again
+        for i, (name, key, connector) in enumerate(THREE):
+            assert batch_ids(paths[i]) == list(range(b + 1)), f"{name} after batch {b}"
+            expected = final_rows([r for bb in batches[: b + 1] for r in bb if r["topic"] == topics[i]], key, connector)
+            assert_table_matches(rs_read(str(paths[i])), expected, key, f"{name} after batch {b}")
+    sink.close()
+
+
+# -- without schemas ----------------------------------------------------------------------------------------------
+def test_messages_without_schema_use_the_schema_given_per_topic(spark, tmp_path):
+    from test_debezium_events import embedded_schemas
+
+    records = load_set("pg_flink_products_noschema.jsonl")
+    schema = embedded_schemas(load_set("pg_flink_products_schema.jsonl"))[0][0]
+    topic = records[0]["topic"]
+    sink = DebeziumSink(
+        str(tmp_path / "lake"),
+        tables={topic: {"hoodie.datasource.write.recordkey.field": "id"}},
+        schemas={topic: json.dumps(schema)},
+    )
+    for b in range(2):
+        part = records[b * 8 : (b + 1) * 8]
+        sink(
+            spark.createDataFrame(
+                [tuple(r[c] for c in ("key", "value", "topic", "partition", "offset")) for r in part], KAFKA_DDL
+            ),
+            b,
+        )
+    expected = final_rows(records, ["id"], "postgresql", schema)
+    assert_table_matches(rs_read(str(tmp_path / "lake" / table_name(topic))), expected, ["id"], "bare")
+    sink.close()
+
+
+# -- bad input: an error naming topic, partition and offset, and no table changed --------------------------------------
+def kafka_df(spark, records):
+    return spark.createDataFrame(
+        [tuple(r[c] for c in ("key", "value", "topic", "partition", "offset")) for r in records], KAFKA_DDL
+    )
+
+
+def snapshot(path):
+    """The table's files and their sizes: what 'unchanged' means."""
+    return sorted(
+        (str(p.relative_to(path)), p.stat().st_size)
+        for p in path.rglob("*")
+        if p.is_file() and ".hoodie/.index" not in str(p) and "/.temp" not in str(p) and ".lock" not in p.name
+    )
+
+
+@pytest.fixture
+def two_tables(spark, tmp_path):
+    """A DebeziumSink whose two tables (PostgreSQL and MySQL topics) hold a first micro-batch."""
+    pg, my = load_set("pg_flink_products_schema.jsonl"), load_set("mysql_risingwave_customers_schema.jsonl")
+    tables = {
+        pg[0]["topic"]: {"hoodie.datasource.write.recordkey.field": "id"},
+        my[0]["topic"]: {"hoodie.datasource.write.recordkey.field": "id"},
+    }
+    sink = DebeziumSink(str(tmp_path / "lake"), tables=tables)
+    sink(kafka_df(spark, pg[:9] + my[:4]), 0)
+    paths = [tmp_path / "lake" / table_name(pg[0]["topic"]), tmp_path / "lake" / table_name(my[0]["topic"])]
+    before = [snapshot(p) for p in paths]
+    yield sink, pg, my, paths, before
+    sink.close()
+
+
+def _with_offset(record, offset, **changes):
+    return dict(record, offset=offset, **changes)
+
+
+def test_a_truncate_stops_the_batch_under_the_default_policy(spark, two_tables):
+    sink, pg, my, paths, before = two_tables
+    event = json.loads(my[5]["value"])
+    event["payload"].update(op="t", before=None, after=None)
+    truncate = _with_offset(my[5], 77, value=json.dumps(event, separators=(",", ":")))
+    with pytest.raises(HoodieError, match=rf"topic '{my[0]['topic']}' partition 0 offset 77: a truncate"):
+        sink(kafka_df(spark, pg[9:12] + [my[4], truncate]), 1)
+    assert [snapshot(p) for p in paths] == before
+
+
+def test_an_undecodable_message_stops_the_batch_naming_its_offset(spark, two_tables):
+    sink, pg, my, paths, before = two_tables
+    bad = _with_offset(my[5], 78, value='{"schema":{"type":"struct"},"payload":')
+    with pytest.raises(HoodieError, match=rf"topic '{my[0]['topic']}' partition 0 offset 78"):
+        sink(kafka_df(spark, pg[9:12] + [bad]), 1)
+    broken = json.loads(pg[10]["value"])
+    broken["payload"]["after"]["weight"] = "heavy"
+    bad = _with_offset(pg[10], 79, value=json.dumps(broken, separators=(",", ":")))
+    with pytest.raises(HoodieError, match=rf"topic '{pg[0]['topic']}' partition 0 offset 79"):
+        sink(kafka_df(spark, my[4:6] + [pg[9], bad]), 1)
+    assert [snapshot(p) for p in paths] == before
+
+
+def test_an_incompatible_schema_change_stops_the_batch_naming_topic_column_and_offset(spark, two_tables):
+    sink, pg, my, paths, before = two_tables
+    changed = json.loads(pg[9]["value"])
+    for image in ("before", "after"):
+        part = next(f for f in changed["schema"]["fields"] if f["field"] == image)
+        next(f for f in part["fields"] if f["field"] == "name")["type"] = "int32"
+    changed["payload"]["after"]["name"] = 5
+    changed["payload"]["before"] = None
+    bad = _with_offset(pg[9], 80, value=json.dumps(changed, separators=(",", ":")))
+    with pytest.raises(HoodieError, match=rf"topic '{pg[0]['topic']}' partition 0 offset 80: column 'name'"):
+        sink(kafka_df(spark, my[4:6] + [bad]), 1)
+    assert [snapshot(p) for p in paths] == before
+
+
+def test_a_topic_without_key_or_configured_record_key_is_refused(spark, tmp_path):
+    records = load_set("pg_flink_products_schema.jsonl")
+    sink = DebeziumSink(str(tmp_path / "lake"))
+    with pytest.raises(HoodieConfigError, match=r"topic 'fullfillment.inventory.products' partition 0 offset 0: the"):
+        sink(kafka_df(spark, records[:3]), 0)
+    assert not (tmp_path / "lake").exists()
+
+
+def test_a_new_column_evolves_the_table_and_a_dropped_one_stays_null(spark, two_tables):
+    sink, pg, my, paths, _before = two_tables
+    added = json.loads(pg[9]["value"])
+    for image in ("before", "after"):
+        part = next(f for f in added["schema"]["fields"] if f["field"] == image)
+        part["fields"].append({"type": "string", "optional": True, "field": "colour"})
+    added["payload"]["after"]["colour"] = "red"
+    if added["payload"]["before"]:
+        added["payload"]["before"]["colour"] = None
+    sink(kafka_df(spark, [_with_offset(pg[9], 81, value=json.dumps(added, separators=(",", ":")))]), 1)
+    dropped = json.loads(pg[10]["value"])
+    for image in ("before", "after"):
+        part = next(f for f in dropped["schema"]["fields"] if f["field"] == image)
+        part["fields"] = [f for f in part["fields"] if f["field"] != "description"]
+        if dropped["payload"][image]:
+            dropped["payload"][image].pop("description")
+    sink(kafka_df(spark, [_with_offset(pg[10], 82, value=json.dumps(dropped, separators=(",", ":")))]), 2)
+    rows = {r["id"]: r for r in rs_read(str(paths[0])).to_pylist()}
+    key_added, key_dropped = added["payload"]["after"]["id"], dropped["payload"]["after"]["id"]
+    assert rows[key_added]["colour"] == "red"
+    assert rows[key_dropped]["description"] is None and rows[key_dropped]["colour"] is None
+    assert all(rows[k]["colour"] is None for k in rows if k != key_added)
+    assert all(rows[k]["description"] is not None for k in rows if k != key_dropped)

@@ -244,16 +244,20 @@ def flatten(records, spec):
     if len(values) == 0:
         return spec.schema.empty_table()
     try:
-        if spec.value_schema is None:
-            groups = [(g.schema, g.rows, g.payload) for g in json_envelope.group_by_schema(values)]
-        else:
-            payloads = json_envelope.parse_payloads(values, spec.value_schema, unexpected="ignore")
-            groups = [(spec.value_schema, np.arange(len(values)), payloads)]
+        groups = _groups(values, spec)
     except HoodieFormatError as e:
-        raise HoodieFormatError(f"{_place(spec.topic, records, _first_bad(values, spec))}: {e}") from None
+        row = json_envelope.failed_message(e)
+        raise HoodieFormatError(f"{_place(spec.topic, records, 0 if row is None else row)}: {e}") from None
     tables, positions = [], []
     for schema, rows, payloads in groups:
-        table, kept = _flatten_group(records.take(pa.array(rows)), schema, payloads, spec)
+        part = records.take(pa.array(rows))
+        try:
+            table, kept = _flatten_group(part, schema, payloads, spec)
+        except HoodieFormatError as e:
+            if str(e).startswith(f"topic {spec.topic!r} partition"):
+                raise
+            row = _first_failing(part, schema, payloads, spec)
+            raise HoodieFormatError(f"{_place(spec.topic, part, row)}: {e}") from None
         tables.append(table)
         positions.append(rows if kept is None else rows[kept])
     if len(tables) == 1:
@@ -367,11 +371,14 @@ def _key_from_kafka(columns, deletes, records, spec):
             f"Kafka key is absent; the record cannot be found"
         )
     texts = keys.cast(pa.string())
-    enveloped = pc.starts_with(texts, '{"schema":')
-    if pc.any(enveloped).as_py():
-        _schemas, payload_texts = json_envelope.split_envelopes(texts)
-    else:
-        payload_texts = texts
+    enveloped = pc.starts_with(texts, '{"schema":').to_numpy(zero_copy_only=False)
+    payload_texts = texts
+    if enveloped.any():  # keys with their schema: their payloads
+        at = np.flatnonzero(enveloped)
+        _schemas, payloads = json_envelope.split_envelopes(texts.take(pa.array(at)))
+        take = np.arange(len(texts))
+        take[at] = len(texts) + np.arange(len(at))
+        payload_texts = pa.concat_arrays([texts, payloads]).take(pa.array(take))
     try:
         parsed = json_envelope.parse_payloads(payload_texts, spec.key_schema, unexpected="ignore")
     except HoodieFormatError as e:
@@ -488,19 +495,49 @@ def _place(topic, records, row):
     return f"topic {topic!r} partition {partition} offset {offset}"
 
 
-def _first_bad(values, spec):
-    """The row of the first message Python's json cannot take as a change event (the error path alone)."""
-    for i, text in enumerate(values.to_pylist()):
+def _groups(values, spec):
+    """[(envelope schema, message positions, payloads parsed)] of messages with their schema, or bare ones."""
+    if spec.value_schema is not None:
+        rows = np.arange(len(values))
+        return [(spec.value_schema, rows, _payloads(values, spec.value_schema, rows, "ignore"))]
+    schemas, payloads = json_envelope.split_envelopes(values)
+    codes = schemas.indices.to_numpy(zero_copy_only=False)
+    groups = []
+    for code, text in enumerate(schemas.dictionary.to_pylist()):
+        rows = np.flatnonzero(codes == code)
+        if not len(rows):
+            continue
         try:
-            message = json.loads(text)
+            schema = json.loads(text)
         except ValueError:
-            return i
-        if not isinstance(message, dict):
-            return i
-        if spec.value_schema is None and not {"schema", "payload"} <= set(message):
-            return i
-        payload = message.get("payload") if spec.value_schema is None else message
-        if not isinstance(payload, dict) or "op" not in payload:
+            error = HoodieFormatError(f"its schema is not JSON: {text[:200]!r}")
+            error.message_row = int(rows[0])
+            raise error from None
+        groups.append((schema, rows, _payloads(payloads.take(pa.array(rows)), schema, rows, "error")))
+    return groups
+
+
+def _payloads(texts, schema, rows, unexpected):
+    """The payload texts parsed under their schema (fields it lacks: `unexpected`, pyarrow's "error" or "ignore");
+    an error names the first message that does not match it."""
+    try:
+        return json_envelope.parse_payloads(texts, schema, unexpected=unexpected)
+    except HoodieFormatError as e:
+        for i in range(len(texts)):  # the error path alone: which message
+            try:
+                json_envelope.parse_payloads(texts.slice(i, 1), schema, unexpected=unexpected)
+            except HoodieFormatError as one:
+                one.message_row = int(rows[i])
+                raise one from None
+        raise e
+
+
+def _first_failing(records, schema, payloads, spec):
+    """The row of the first record whose event cannot be flattened on its own (the error path alone)."""
+    for i in range(len(payloads)):
+        try:
+            _flatten_group(records.slice(i, 1), schema, payloads.slice(i, 1), spec)
+        except HoodieFormatError:
             return i
     return 0
 

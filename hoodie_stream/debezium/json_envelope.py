@@ -113,9 +113,11 @@ def _split_scanned(values, index):
                 message = json.loads(text)
                 schema, payload = message["schema"], message["payload"]
             except (ValueError, KeyError, TypeError):
-                raise HoodieFormatError(
+                error = HoodieFormatError(
                     f"message {int(index[i])} is not a Kafka Connect JSON message with its schema: {text[:200]!r}"
-                ) from None
+                )
+                error.message_row = int(index[i])
+                raise error from None
             fixed_schemas.append(json.dumps(schema, separators=(",", ":")))
             fixed_payloads.append(json.dumps(payload, separators=(",", ":"), ensure_ascii=False))
         schemas = _replace(schemas, irregular, fixed_schemas)
@@ -189,6 +191,11 @@ def _replace(texts, rows, values):
     take = np.arange(len(texts))
     take[rows] = len(texts) + np.arange(len(values))
     return pa.concat_arrays([texts, pa.array(values, pa.string())]).take(pa.array(take))
+
+
+def failed_message(error):
+    """The position of the message a HoodieFormatError of split_envelopes names, None when it names none."""
+    return getattr(error, "message_row", None)
 
 
 def raw_type(schema, numeric_decimals=False):

@@ -16,7 +16,7 @@ from . import events, json_envelope
 
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset")
 _ENVELOPE = '{"schema":'
-VALUE_SCHEMA, KEY, BARE_VALUE = "value_schema", "key", "bare_value"
+VALUE_SCHEMA, KEY, BARE_VALUE, PRESENT = "value_schema", "key", "bare_value", "present"
 DISCOVERED = pa.schema(
     [
         ("topic", pa.string()),
@@ -79,7 +79,11 @@ def _discover(topic, records, bare, seen):
             records["offset"][i].as_py(),
         )
     live = records.filter(pc.is_valid(records["value"]))
-    if live.num_rows == 0 or bare:
+    if live.num_rows == 0:
+        return
+    if bare:  # the topic's schema is given: its events are there
+        if (topic, PRESENT) not in seen:
+            seen[(topic, PRESENT)] = (topic, PRESENT, "", live["partition"][0].as_py(), live["offset"][0].as_py())
         return
     values = live["value"].combine_chunks()
     enveloped = pc.starts_with(values, _ENVELOPE)
@@ -100,7 +104,13 @@ def _discover(topic, records, bare, seen):
     try:
         schemas, _payloads = json_envelope.split_envelopes(values)
     except HoodieFormatError as e:
-        raise HoodieFormatError(f"topic {topic!r}: {e}") from None
+        row = json_envelope.failed_message(e)
+        place = (
+            f"topic {topic!r}"
+            if row is None
+            else f"topic {topic!r} partition {live['partition'][row].as_py()} offset {live['offset'][row].as_py()}"
+        )
+        raise HoodieFormatError(f"{place}: {e}") from None
     codes = schemas.indices.to_numpy(zero_copy_only=False)
     for code, text in enumerate(schemas.dictionary.to_pylist()):
         if (topic, text) in seen:
@@ -113,18 +123,21 @@ def _discover(topic, records, bare, seen):
 
 def discover(records, bare_topics=frozenset()):
     """{topic: {"schemas": [(schema text, (partition, offset))], "key": (text, (partition, offset)) or None,
-    "bare": (text, (partition, offset)) or None}} of a micro-batch (`kafka_records` columns)."""
+    "bare": (text, (partition, offset)) or None, "present": (partition, offset) of the first event of a topic in
+    `bare_topics`, or None}} of a micro-batch (`kafka_records` columns)."""
     rows = records.mapInArrow(Discover(frozenset(bare_topics)), _spark_schema(DISCOVERED)).collect()
     found = {}
     for topic, kind, text, partition, offset in sorted(rows, key=lambda r: (r[0] or "", r[3], r[4])):
-        entry = found.setdefault(topic, {"schemas": [], "key": None, "bare": None})
+        entry = found.setdefault(topic, {"schemas": [], "key": None, "bare": None, "present": None})
         place = (partition, offset)
         if kind == VALUE_SCHEMA:
             if text not in [t for t, _ in entry["schemas"]]:
                 entry["schemas"].append((text, place))
         elif kind == KEY:
             entry["key"] = entry["key"] or (text, place)
-        else:
+        elif kind == PRESENT:
+            entry["present"] = entry["present"] or place
+        elif kind == BARE_VALUE:
             entry["bare"] = entry["bare"] or (text, place)
     return found
 

@@ -9,6 +9,7 @@ HoodieStreamSink as one delta commit carrying the batch id: a micro-batch replay
 commits writes only the tables that had not committed it.
 """
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ..errors import HoodieConfigError, HoodieError, HoodieFormatError
+from ..errors import HoodieConfigError, HoodieError, HoodieFormatError, rebuild_task_error
 from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema
 from ..format.writer import HoodieWriter
 from ..options import parse_options
@@ -38,6 +39,18 @@ MESSAGE = "hoodie.stream.debezium.message"
 VARIABLE_SCALE = "hoodie.stream.debezium.variable.scale.decimal"
 DEBEZIUM_OPTIONS = {TRUNCATE: "fail", MESSAGE: "skip", VARIABLE_SCALE: "38,10"}
 VALUE_FORMATS = ("json",)
+
+
+@contextlib.contextmanager
+def _task_errors():
+    """This package's errors raised in Spark tasks, rebuilt on the driver with their class and message."""
+    try:
+        yield
+    except Exception as exc:
+        mine = rebuild_task_error(exc)
+        if mine is not None:
+            raise mine from None
+        raise
 
 
 def table_name(topic):
@@ -159,13 +172,24 @@ class DebeziumSink:
         from pyspark import StorageLevel
 
         records = kafka.kafka_records(df).persist(StorageLevel.MEMORY_AND_DISK)
+        flattened = []
         try:
-            found = kafka.discover(records, frozenset(self.schemas))
+            with _task_errors():
+                found = kafka.discover(records, frozenset(self.schemas))
             plans = [(topic, self._spec(topic, entry)) for topic, entry in sorted(found.items())]
-            for topic, spec in plans:  # every topic's schema is checked before any table is written
+            # every topic is decoded (and kept on the executors) before any table is written: a message that
+            # cannot be read stops the micro-batch with no table changed
+            for topic, spec in plans:
                 if spec is not None:
-                    self._sink(topic, spec.key_fields)(kafka.flatten_topic(records, spec), batch_id)
+                    rows = kafka.flatten_topic(records, spec).persist(StorageLevel.MEMORY_AND_DISK)
+                    flattened.append((topic, spec, rows))
+                    with _task_errors():
+                        rows.count()
+            for topic, spec, rows in flattened:
+                self._sink(topic, spec.key_fields)(rows, batch_id)
         finally:
+            for _topic, _spec, rows in flattened:
+                rows.unpersist()
             records.unpersist()
 
     def _sink(self, topic, key_fields):
@@ -182,7 +206,10 @@ class DebeziumSink:
             raise HoodieFormatError("a record without a topic in the micro-batch")
         policies = self._debezium_options(topic)
         if topic in self.schemas:
-            envelopes = [(self.schemas[topic], f"topic {topic!r} (its schema in schemas=)")]
+            if entry["present"] is None:  # tombstones alone: nothing to write
+                return None
+            partition, offset = entry["present"]
+            envelopes = [(self.schemas[topic], f"topic {topic!r} partition {partition} offset {offset}")]
             value_schema = self.schemas[topic]
         else:
             if entry["bare"] is not None:
@@ -210,7 +237,7 @@ class DebeziumSink:
                 f"key in tables={{{topic!r}: {{{RECORD_KEY!r}: 'column,...'}}}}"
             )
         spec = events.topic_spec(topic, envelopes, key_fields, value_schema, **policies)
-        return self._with_table_columns(topic, spec) if table_columns else spec
+        return self._with_table_columns(topic, spec, envelopes) if table_columns else spec
 
     def _key_fields(self, topic, entry):
         given = {**self.options, **self.tables.get(topic, {})}.get(RECORD_KEY)
@@ -234,14 +261,25 @@ class DebeziumSink:
             return list(key)
         raise HoodieFormatError(f"{where}: the Kafka key {text[:80]!r} is not a struct of key columns")
 
-    def _with_table_columns(self, topic, spec):
-        """The spec with the table's columns that the batch's events lack (a column dropped at the source stays in
-        the table, null in new rows)."""
+    def _with_table_columns(self, topic, spec, envelopes):
+        """The spec checked against the table's columns and with those the batch's events lack (a column dropped at
+        the source stays in the table, null in new rows). A column whose type changed in a way Hudi cannot follow
+        is an error naming the topic, the column and the first record of that schema."""
         try:
             writer = HoodieWriter(storage_for(self.table_path(topic), self.storage_options))
         except HoodieError:  # no table yet
             return spec
         table = avro_to_arrow_schema(writer.avro_schema())
+        for schema, where in envelopes:
+            rows = events.row_schema(events.row_fields(schema, where), spec.variable_scale)
+            for f in rows:
+                if f.name in table.names and not _follows(table.field(f.name).type, f.type):
+                    raise HoodieFormatError(
+                        f"{where}: column {f.name!r} is {f.type} in the change events but "
+                        f"{table.field(f.name).type} in the table {self.table_path(topic)}, a change Hudi cannot "
+                        f"follow (ints widen to longer ints, float to double, decimals to more digits); no table "
+                        f"was changed"
+                    )
         added = {n for n, _ in events.added_columns(spec.connector)}
         missing = [
             f for f in table if f.name not in META_FIELDS and f.name not in added and f.name not in spec.schema.names
@@ -251,6 +289,14 @@ class DebeziumSink:
         rows = [f for f in spec.schema if f.name not in added] + [pa.field(f.name, f.type) for f in missing]
         schema = events.table_schema(pa.schema(rows), spec.connector, f"topic {topic!r}")
         return dataclasses.replace(spec, schema=schema)
+
+
+def _follows(table_type, event_type):
+    """Whether a table column of `table_type` can take `event_type` values: the same, narrower (written as the
+    table's) or wider (the table evolves)."""
+    if pa.types.is_timestamp(table_type) and pa.types.is_timestamp(event_type):
+        return True  # the table's Avro keeps no zone: read back as UTC
+    return events.wider(table_type, event_type) is not None
 
 
 def flatten(

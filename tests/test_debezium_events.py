@@ -1,0 +1,245 @@
+"""Debezium events flattened into rows (hoodie_stream.debezium.events), Spark-free, against the plain-Python model
+(tests/debezium_model.py) on every real message set of tests/data/debezium, with schemas and without (the schema
+given per topic), plus the ordering value, the policies and the errors."""
+
+import decimal
+import json
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from debezium_model import event_row, load_set, order_value
+from hoodie_stream.debezium import events, json_envelope
+from hoodie_stream.errors import HoodieFormatError
+from oracle import _norm
+
+# (message set, record key (None: the Kafka key's fields), VariableScaleDecimal mode)
+SCHEMA_SETS = [
+    ("pg_flink_products_schema.jsonl", ["id"], (38, 10)),
+    ("mysql_flink_products_schema.jsonl", ["id"], (38, 10)),
+    ("mysql_risingwave_customers_schema.jsonl", ["id"], (38, 10)),
+    ("pg_risingwave_chbench_warehouse.jsonl", ["w_id"], (38, 10)),
+    ("pg_risingwave_chbench_district.jsonl", ["d_w_id", "d_id"], (38, 10)),
+    ("pg_risingwave_chbench_neworder.jsonl", ["no_w_id", "no_d_id", "no_o_id"], (38, 10)),
+    ("mysql_paimon_alltypes_decimal_string.jsonl", ["_id"], (38, 10)),
+    ("compat_transferia_pg_basic_types_crud.jsonl", None, "string"),
+    ("compat_transferia_pg_replica_identity_full.jsonl", None, (38, 10)),
+    ("compat_transferia_mysql_customers3_crud.jsonl", None, (38, 10)),
+    ("compat_seatunnel_mysql_alltypes_decimal_numeric.jsonl", ["id"], (38, 10)),
+]
+# bare messages (schemas.enable=false) and the set whose embedded schema is theirs
+BARE_SETS = [
+    ("pg_flink_products_noschema.jsonl", "pg_flink_products_schema.jsonl", ["id"]),
+    ("mysql_risingwave_customers_noschema.jsonl", "mysql_risingwave_customers_schema.jsonl", ["id"]),
+    ("mysql_seatunnel_products_noschema.jsonl", "mysql_flink_products_schema.jsonl", ["id"]),
+]
+# the row schema of pg_toast_authors_noschema (PostgreSQL inventory.authors), as Debezium describes such a table
+AUTHORS = {
+    "type": "struct",
+    "name": "dbserver2.inventory.authors.Value",
+    "fields": [
+        {"type": "int32", "optional": False, "field": "id"},
+        {"type": "string", "optional": True, "field": "first_name"},
+        {"type": "string", "optional": True, "field": "last_name"},
+        {"type": "string", "optional": True, "field": "biography"},
+        {"type": "int64", "optional": True, "name": "io.debezium.time.MicroTimestamp", "field": "dob"},
+    ],
+}
+
+
+def kafka_table(records):
+    return pa.table(
+        {
+            "key": pa.array([r["key"] for r in records], pa.string()),
+            "value": pa.array([r["value"] for r in records], pa.string()),
+            "partition": pa.array([r["partition"] for r in records], pa.int32()),
+            "offset": pa.array([r["offset"] for r in records], pa.int64()),
+        }
+    )
+
+
+def embedded_schemas(records):
+    values = [r["value"] for r in records if r["value"] is not None and r["value"].startswith('{"schema"')]
+    return [(g.schema, "test") for g in json_envelope.group_by_schema(pa.array(values))]
+
+
+def kafka_key_fields(records):
+    key = json.loads(next(r["key"] for r in records if r["key"]))
+    return [f["field"] for f in key["schema"]["fields"]] if "schema" in key else list(key)
+
+
+def assert_rows_match_model(records, out, key_fields, connector, schema=None):
+    expected = [event_row(r, key_fields, connector, schema) for r in records]
+    expected = [e[3] for e in expected if e is not None]
+    got = out.to_pylist()
+    assert len(got) == len(expected)
+    for i, (g, e) in enumerate(zip(got, expected)):
+        for column, value in e.items():
+            ours = g[column]
+            if isinstance(ours, str) and isinstance(value, decimal.Decimal):  # VariableScaleDecimal as text
+                ours = decimal.Decimal(ours)
+            assert ours == value or _norm(ours) == _norm(value), f"row {i} column {column!r}: {ours!r} != {value!r}"
+    assert set(got[0]) == set(expected[0]) if got else True
+
+
+@pytest.mark.parametrize(("name", "key", "variable_scale"), SCHEMA_SETS, ids=[s[0] for s in SCHEMA_SETS])
+def test_every_real_set_with_schemas_flattens_as_the_model_says(name, key, variable_scale):
+    records = load_set(name)
+    by_topic = {}
+    for r in records:
+        by_topic.setdefault(r["topic"], []).append(r)
+    for topic, part in by_topic.items():
+        key_fields = key or kafka_key_fields(part)
+        envelopes = embedded_schemas(part)
+        spec = events.topic_spec(topic, envelopes, key_fields, variable_scale=variable_scale, truncate="skip")
+        out = events.flatten(kafka_table(part), spec)
+        assert out.schema == spec.schema
+        assert_rows_match_model(part, out, key_fields, spec.connector)
+
+
+@pytest.mark.parametrize(("name", "twin", "key"), BARE_SETS, ids=[s[0] for s in BARE_SETS])
+def test_bare_sets_flatten_with_the_schema_given(name, twin, key):
+    records = load_set(name)
+    schema = embedded_schemas(load_set(twin))[0][0]
+    spec = events.topic_spec(records[0]["topic"], [(schema, "given")], key, value_schema=events.bare_envelope(schema))
+    out = events.flatten(kafka_table(records), spec)
+    assert_rows_match_model(records, out, key, spec.connector, schema)
+
+
+def test_a_bare_set_with_only_the_row_schema_given():
+    records = load_set("pg_toast_authors_noschema.jsonl")
+    envelope = events.bare_envelope(json.dumps(AUTHORS))
+    spec = events.topic_spec(records[0]["topic"], [(envelope, "given")], ["id"], value_schema=envelope)
+    assert spec.connector == events.POSTGRESQL
+    out = events.flatten(kafka_table(records), spec)
+    assert_rows_match_model(records, out, ["id"], spec.connector, envelope)
+    assert out.column("dob").to_pylist()[0].year == 1930
+
+
+def test_deletes_take_their_key_from_the_kafka_key_when_before_lacks_it():
+    """REPLICA IDENTITY DEFAULT: a delete's before holds only the key, or is null (DEBEZIUM-NOTES PG-2)."""
+    records = load_set("pg_toast_authors_noschema.jsonl")
+    update = json.loads(records[0]["value"])
+    delete = dict(update, op="d", before=None, after=None)
+    key_only = dict(update, op="d", before={"id": 1001, "first_name": None}, after=None)
+    rows = [
+        {"key": '{"id":1001}', "value": json.dumps(delete), "partition": 0, "offset": 5},
+        {
+            "key": '{"schema":{"type":"struct","fields":[{"type":"int32","field":"id"}]},"payload":{"id":1002}}',
+            "value": json.dumps(dict(key_only, before={"id": None})),
+            "partition": 0,
+            "offset": 6,
+        },
+        {"key": '{"id":1003}', "value": None, "partition": 0, "offset": 7},
+    ]
+    envelope = events.bare_envelope(AUTHORS)
+    spec = events.topic_spec("t", [(envelope, "given")], ["id"], value_schema=envelope)
+    out = events.flatten(kafka_table(rows), spec)
+    assert out.column("id").to_pylist() == [1001, 1002]
+    assert out.column("_hoodie_is_deleted").to_pylist() == [True, True]
+    assert out.column("_change_operation_type").to_pylist() == ["d", "d"]
+    no_key = [dict(rows[0], key=None)]
+    with pytest.raises(HoodieFormatError, match=r"topic 't' partition 0 offset 5: a delete whose row lacks its key"):
+        events.flatten(kafka_table(no_key), spec)
+
+
+def _truncate_and_message(records):
+    event = json.loads(records[0]["value"])
+    truncate = dict(event, op="t", before=None, after=None)
+    message = dict(event, op="m", before=None, after=None)
+    return [
+        records[0],
+        {"key": None, "value": json.dumps(truncate), "partition": 2, "offset": 41},
+        {"key": None, "value": json.dumps(message), "partition": 2, "offset": 42},
+    ]
+
+
+def test_truncate_fails_by_default_naming_topic_partition_offset_and_policies_skip():
+    rows = _truncate_and_message(load_set("pg_toast_authors_noschema.jsonl"))
+    envelope = events.bare_envelope(AUTHORS)
+    spec = events.topic_spec("db.inventory.authors", [(envelope, "given")], ["id"], value_schema=envelope)
+    with pytest.raises(HoodieFormatError, match=r"topic 'db.inventory.authors' partition 2 offset 41: a truncate"):
+        events.flatten(kafka_table(rows), spec)
+    skip_both = events.topic_spec("x", [(envelope, "g")], ["id"], value_schema=envelope, truncate="skip")
+    assert events.flatten(kafka_table(rows), skip_both).column("id").to_pylist() == [1001]
+    fail_messages = events.topic_spec(
+        "x", [(envelope, "g")], ["id"], value_schema=envelope, truncate="skip", message="fail"
+    )
+    with pytest.raises(HoodieFormatError, match=r"partition 2 offset 42: a logical decoding message"):
+        events.flatten(kafka_table(rows), fail_messages)
+
+
+def test_an_undecodable_field_is_named_with_its_record():
+    records = load_set("mysql_flink_products_schema.jsonl")[:3]
+    broken = json.loads(records[1]["value"])
+    broken["payload"]["after"]["weight"] = "heavy"
+    records[1] = dict(records[1], value=json.dumps(broken, separators=(",", ":")))
+    spec = events.topic_spec(records[0]["topic"], embedded_schemas(records[:1]), ["id"])
+    with pytest.raises(HoodieFormatError, match=r"partition 0 offset 1"):
+        events.flatten(kafka_table(records), spec)
+
+
+def test_unwrapped_events_and_other_connectors_are_refused_by_name():
+    with pytest.raises(HoodieFormatError, match="not a Debezium change event"):
+        events.envelope_parts({"type": "struct", "fields": [{"field": "id", "type": "int32"}]}, "topic 'x'")
+    sqlserver = {
+        "type": "struct",
+        "fields": [
+            {"field": "after", "type": "struct", "fields": []},
+            {"field": "op", "type": "string"},
+            {"field": "source", "type": "struct", "name": "io.debezium.connector.sqlserver.Source", "fields": []},
+        ],
+    }
+    with pytest.raises(HoodieFormatError, match="sqlserver.Source"):
+        events.connector_of(sqlserver, "topic 'x'")
+
+
+def test_schema_versions_merge_new_columns_at_the_end_and_widen_but_refuse_other_changes():
+    v1 = pa.schema([("id", pa.int32()), ("price", pa.decimal128(10, 2)), ("w", pa.float32())])
+    v2 = pa.schema([("id", pa.int64()), ("price", pa.decimal128(12, 2)), ("w", pa.float64()), ("n", pa.string())])
+    merged = events.merged_rows([v1, v2], ["a", "b"])
+    assert merged == pa.schema(
+        [("id", pa.int64()), ("price", pa.decimal128(12, 2)), ("w", pa.float64()), ("n", pa.string())]
+    )
+    with pytest.raises(HoodieFormatError, match=r"topic 't' partition 1 offset 9: column 'id' changed from int32"):
+        events.merged_rows([v1, pa.schema([("id", pa.string())])], ["a", "topic 't' partition 1 offset 9"])
+    with pytest.raises(HoodieFormatError, match="column 'price'"):
+        events.merged_rows([v1, pa.schema([("price", pa.decimal128(12, 3))])], ["a", "b"])
+
+
+# -- the ordering value -------------------------------------------------------------------------------------------
+binlog = st.tuples(st.integers(0, 10**6), st.integers(0, 2**32 - 1), st.integers(0, 2**31 - 1)) | st.none()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(binlog, min_size=1, max_size=30))
+def test_mysql_order_sorts_as_the_numeric_position(positions):
+    """(file number, pos, row) compared as numbers, events without a position first; mysql-bin.000009 <
+    mysql-bin.000010 whatever the digits."""
+    files = [None if p is None else f"mysql-bin.{p[0]:06d}" for p in positions]
+    out = events.mysql_order(
+        pa.array(files, pa.string()),
+        pa.array([None if p is None else p[1] for p in positions], pa.int64()),
+        pa.array([None if p is None else p[2] for p in positions], pa.int32()),
+        lambda i: f"record {i}",
+    ).to_pylist()
+    sources = [{} if p is None else {"file": f, "pos": p[1], "row": p[2]} for f, p in zip(files, positions)]
+    assert out == [order_value(s, "mysql") for s in sources]
+    by_value = sorted(range(len(positions)), key=lambda i: out[i])
+    by_tuple = sorted(range(len(positions)), key=lambda i: (-1,) if positions[i] is None else positions[i])
+    assert [out[i] for i in by_value] == [out[i] for i in by_tuple]
+    assert all(v >= 0 for v, p in zip(out, positions) if p is not None)
+    assert all(v == decimal.Decimal(-1) for v, p in zip(out, positions) if p is None)
+
+
+def test_mysql_seq_is_hudis_and_bad_positions_are_named():
+    seq = events.mysql_seq(pa.array(["mysql-bin.000004", "", None]), pa.array([157230, 4, 5]))
+    assert seq.to_pylist() == ["000004.157230", None, None]
+    with pytest.raises(HoodieFormatError, match="record 0: binlog file 'mysql-bin' does not end in a number"):
+        events.mysql_order(pa.array(["mysql-bin"]), pa.array([1]), pa.array([0], pa.int32()), lambda i: f"record {i}")
+    with pytest.raises(HoodieFormatError, match="record 1: binlog position -3"):
+        events.mysql_order(
+            pa.array(["b.1", "b.2"]), pa.array([1, -3]), pa.array([0, 0], pa.int32()), lambda i: f"record {i}"
+        )
