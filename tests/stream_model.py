@@ -59,8 +59,12 @@ def generate_batches(n_batches, seed=0, keys_per_batch=40, key_space=120, monoto
 
 
 class TableModel:
+    """The table an event-time ordered sink holds: per key, the version with the greatest ordering value (ties: the
+    later arrival) among all it was sent, across batches and partitions; a delete counts as a version (it removes
+    the key, and a later-arriving version with a smaller ordering value does not bring it back)."""
+
     def __init__(self):
-        self.state = {}  # id -> (row or None for a tombstone, ts, city)
+        self.state = {}  # id -> (row or None for a delete, ts, city)
 
     def apply_batch(self, events):
         winners = {}
@@ -70,13 +74,11 @@ class TableModel:
                 winners[e["id"]] = e
         for key, e in winners.items():
             current = self.state.get(key)
+            if current is not None and e["ts"] < current[1]:
+                continue  # late: it loses to what the table holds, whatever partition it names
             if e["_hoodie_is_deleted"]:
-                if current is None:
-                    continue
-                if e["ts"] >= current[1]:
-                    self.state[key] = (None, e["ts"], current[2])
-                continue
-            if current is None or current[2] != e["city"] or e["ts"] >= current[1]:
+                self.state[key] = (None, e["ts"], current[2] if current else None)
+            else:
                 self.state[key] = (dict(e), e["ts"], e["city"])
 
     def rows(self):

@@ -103,7 +103,9 @@ def test_lost_index_state_is_rebuilt(spark, location, query):
 def test_empty_batches_write_nothing(spark, tmp_path, query):
     base = str(tmp_path / "t")
     query("q")
-    sink = HoodieStreamSink(base, OPTIONS)
+    commit_time = dict(OPTIONS)
+    commit_time.pop("hoodie.datasource.write.precombine.field")  # no ordering value to keep for a delete
+    sink = HoodieStreamSink(base, commit_time)
     sink(df_of(spark, generate_batches(1, seed=6)[0]), 0)
     before = sorted(os.listdir(os.path.join(base, ".hoodie")))
     sink(spark.createDataFrame([], SCHEMA_DDL), 1)
@@ -111,6 +113,40 @@ def test_empty_batches_write_nothing(spark, tmp_path, query):
     sink(df_of(spark, [{"id": 10**6, "city": "x", "ts": 1, "v": "", "_hoodie_is_deleted": True}]), 2)
     assert sorted(os.listdir(os.path.join(base, ".hoodie"))) == before
     assert len(HoodieTable(base).timeline.commits_timeline()) == 1
+
+
+def test_a_delete_that_comes_first_is_kept_by_its_ordering_value(spark, tmp_path, query):
+    """With event-time ordering, a delete of a key the table does not hold writes no file but commits the key's
+    ordering value in the index state: a version of the key that arrives later with a smaller ordering value (in
+    any partition) does not bring it back, a greater one does."""
+    base = str(tmp_path / "t")
+    query("q")
+    sink = HoodieStreamSink(base, OPTIONS)
+    sink(df_of(spark, [{"id": 1, "city": "a", "ts": 1, "v": "one", "_hoodie_is_deleted": False}]), 0)
+    sink(df_of(spark, [{"id": 7, "city": "x", "ts": 50, "v": "", "_hoodie_is_deleted": True}]), 1)
+    table = HoodieTable(base)
+    assert len(table.timeline.commits_timeline()) == 2
+    assert not [p for p in os.listdir(base) if p not in (".hoodie", "city=a")]  # no data file for the delete
+    sink(df_of(spark, [{"id": 7, "city": "y", "ts": 10, "v": "late", "_hoodie_is_deleted": False}]), 2)
+    assert sorted(r["id"] for r in table_rows(HoodieTable(base).read())) == [1]
+    sink(df_of(spark, [{"id": 7, "city": "z", "ts": 60, "v": "new", "_hoodie_is_deleted": False}]), 3)
+    assert [(r["id"], r["v"]) for r in table_rows(HoodieTable(base).read())] == [(1, "one"), (7, "new")]
+
+
+def test_a_late_event_never_wins_whatever_partition_it_names(spark, tmp_path, query):
+    """A late event (ts=1) that names another city does not move key 5 there nor replace its row (ts=2005)."""
+    base = str(tmp_path / "t")
+    query("q")
+    sink = HoodieStreamSink(base, OPTIONS)
+    sink(df_of(spark, [{"id": 5, "city": "sf", "ts": 2005, "v": "current", "_hoodie_is_deleted": False}]), 0)
+    sink(df_of(spark, [{"id": 6, "city": "sf", "ts": 3, "v": "other", "_hoodie_is_deleted": False}]), 1)
+    sink(df_of(spark, [{"id": 5, "city": "nyc", "ts": 1, "v": "late", "_hoodie_is_deleted": False}]), 2)
+    expected = [(5, "sf", "current"), (6, "sf", "other")]
+    assert [(r["id"], r["city"], r["v"]) for r in table_rows(HoodieTable(base).read())] == expected
+    assert [(r["id"], r["city"], r["v"]) for r in table_rows(rs_read(base))] == expected
+    sink(df_of(spark, [{"id": 5, "city": "nyc", "ts": 2006, "v": "moved", "_hoodie_is_deleted": False}]), 3)
+    expected = [(5, "nyc", "moved"), (6, "sf", "other")]
+    assert [(r["id"], r["city"], r["v"]) for r in table_rows(rs_read(base))] == expected
 
 
 def test_insert_operation_skips_the_index_lookup(spark, tmp_path, query):

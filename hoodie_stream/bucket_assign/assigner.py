@@ -136,6 +136,12 @@ class BucketAssigner:
             lookup = lookup.combine_chunks()
         hashes = key_hashes if self.spec.global_index and key_hashes is not None else key_index.key_hashes(lookup)
         table = table.append_column(LOOKUP, lookup).append_column(LOOKUP_HASH, pa.array(hashes))
+        ordering_field = self.context.ordering_field
+        # event-time ordering: the index keeps each key's ordering value, so that a late version (smaller ordering
+        # value than the stored one) never wins, whatever partition it names, and a delete that came first is kept
+        ordered = bool(self.spec.event_time and ordering_field and ordering_field in table.column_names)
+        ordering_type = table.schema.field(ordering_field).type if ordered else None
+        stored = []
         if self.context.operation == "insert" or not groups:
             found = pa.array(np.zeros(table.num_rows, bool))
             old_partition = old_file = pa.nulls(table.num_rows, pa.string())
@@ -149,7 +155,11 @@ class BucketAssigner:
             for i, kg in enumerate(groups):
                 start, end = bounds[i], bounds[i + 1]
                 index = indexes[kg]
-                f, p, fid = index.lookup_codes(lookup.slice(start, end - start), hashes[start:end])
+                if ordered:
+                    f, p, fid, values = index.lookup_ordering(lookup.slice(start, end - start), hashes[start:end])
+                    stored.append(_as_type(values, ordering_type, end - start))
+                else:
+                    f, p, fid = index.lookup_codes(lookup.slice(start, end - start), hashes[start:end])
                 found[start:end] = f
                 partition_codes[start:end] = np.where(f, p + len(partition_names), -1)
                 file_codes[start:end] = np.where(f, fid + len(file_ids), -1)
@@ -158,15 +168,33 @@ class BucketAssigner:
             old_partition = pc.take(pa.array(partition_names, pa.string()), pa.array(partition_codes, mask=~found))
             old_file = pc.take(pa.array(file_ids, pa.string()), pa.array(file_codes, mask=~found))
             found = pa.array(found)
+        if ordered and stored:
+            stored = pa.concat_arrays(stored)
+            late = pc.fill_null(pc.less(table[ordering_field], stored), False)
+            if pc.any(late).as_py():  # late versions are dropped: they lose to what the table holds
+                keep = pc.invert(late)
+                table, found, stored = table.filter(keep), pc.filter(found, keep), pc.filter(stored, keep)
+                old_partition, old_file = pc.filter(old_partition, keep), pc.filter(old_file, keep)
         is_delete = table[DELETE]
         moved = pc.and_(found, pc.not_equal(old_partition, table[PARTITION]))
         moved = pc.fill_null(moved, False)
 
         parts = []
-        # deletes of known keys go to their file group; deletes of unknown keys are dropped
+        kept = []  # what the index keeps of the rows besides inserts: their ordering value (event-time ordering)
+        if ordered:
+            placed = pc.or_(is_delete, pc.and_(found, pc.invert(moved)))
+            if pc.any(placed).as_py():  # updates and deletes where they are; deletes of unknown keys, no location
+                kept.append(
+                    _index_rows(
+                        table.filter(placed),
+                        pc.filter(old_partition, placed),
+                        pc.filter(old_file, placed),
+                        ordering_field,
+                    )
+                )
+        # deletes of known keys go to their file group; deletes of unknown keys are not written
         del_mask = pc.and_(is_delete, found)
         if pc.any(del_mask).as_py():
-            ordering_field = self.context.ordering_field
             natural = self.context.operation == "delete" and not (
                 ordering_field and ordering_field in table.column_names
             )
@@ -194,7 +222,9 @@ class BucketAssigner:
         if pc.any(ins_mask).as_py():
             routed = self._pack_inserts(table.filter(ins_mask), task)
             parts.append(routed)
-            self._save(routed, indexes, deltas)
+            kept.append(_index_rows(routed, routed[PARTITION], routed[FILE_ID], ordering_field if ordered else None))
+        if kept:
+            self._save(pa.concat_tables(kept), indexes, deltas)
         if not parts:
             parts = [_routed(table.slice(0, 0), None, pa.array([], pa.string()), RecordKind.UPDATE)]
         columns = [*self.context.data_columns, KEY, PARTITION, FILE_ID, KIND, SEQ]
@@ -237,13 +267,12 @@ class BucketAssigner:
         file_ids = pc.take(pa.array(ids, pa.string()), pa.array(np.repeat(np.arange(len(ids)), repeats)))
         return _routed(inserts, None, file_ids, RecordKind.INSERT)
 
-    def _save(self, inserts, indexes, deltas):
-        """The new locations of the chunk's inserts into the index state of their key groups (encoded once for the
-        chunk, then sliced per key group)."""
-        change = inserts.take(pc.sort_indices(inserts[KEY_GROUP]))
-        state = key_index.coded(
-            pa.table({"key": change[LOOKUP], "partition": change[PARTITION], "file_id": change[FILE_ID]})
-        ).combine_chunks()
+    def _save(self, rows, indexes, deltas):
+        """The chunk's changes of the index (`_index_rows`: the new locations of inserts, and with event-time
+        ordering every placed key's ordering value) into the index state of their key groups (encoded once for
+        the chunk, then sliced per key group)."""
+        change = rows.take(pc.sort_indices(rows[KEY_GROUP]))
+        state = key_index.coded(change.drop_columns([KEY_GROUP, LOOKUP_HASH])).combine_chunks()
         hashes = change[LOOKUP_HASH].combine_chunks().to_numpy(zero_copy_only=False)
         groups, bounds = runs(change[KEY_GROUP].combine_chunks())
         changes = []
@@ -252,6 +281,33 @@ class BucketAssigner:
             delta = state.slice(start, end - start)
             changes.append((kg, indexes[kg].updated(delta, hashes[start:end]), delta, deltas[kg]))
         index_state.save_states(self._index_storage or self.context.storage, self.context.instant, changes)
+
+
+def _index_rows(table, partitions, file_ids, ordering_field):
+    """Index state rows of placed records: key, partition, file id (null for a delete of an unknown key), the
+    ordering value when `ordering_field`; with the key group and key hash they are saved by."""
+    columns = {
+        KEY_GROUP: table[KEY_GROUP],
+        LOOKUP_HASH: table[LOOKUP_HASH],
+        "key": table[LOOKUP],
+        "partition": partitions,
+        "file_id": file_ids,
+    }
+    if ordering_field:
+        columns[key_index.ORDERING] = table[ordering_field]
+    return pa.table(columns)
+
+
+def _as_type(values, type_, n):
+    """Stored ordering values as the incoming field's type (null where unknown, or not castable)."""
+    if values is None:
+        return pa.nulls(n, type_)
+    if values.type.equals(type_):
+        return values
+    try:
+        return values.cast(type_)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pa.nulls(n, type_)
 
 
 def _routed(table, partition, file_ids, kind):

@@ -238,6 +238,14 @@ def remove_instant(storage, instant):
         storage.delete_many(doomed)
 
 
+def instant_has_files(storage, instant):
+    """Whether `instant` wrote index state files (a micro-batch that wrote no data file may still have changed the
+    index: the ordering values of deletes of keys the table does not hold)."""
+    storage = storage_for(storage)
+    names = {instant + suffix for suffix in _STATE_FILE_SUFFIXES}
+    return any(info.name in names for info in storage.list(INDEX_DIR, recursive=True))
+
+
 def read_latest(storage):
     try:
         return storage_for(storage).read(LATEST).decode("ascii").strip() or None

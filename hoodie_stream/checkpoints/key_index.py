@@ -1,4 +1,6 @@
-"""In-memory lookup structure for one key group's index state: record key -> (partition path, file id).
+"""In-memory lookup structure for one key group's index state: record key -> (partition path, file id), plus the
+ordering value of the key's latest version in tables ordered by event time (optional column `ordering`, any Arrow
+type; a key whose delete arrived before any of its records is kept with its ordering value and no location).
 
 Rows are kept sorted by a 64-bit hash of the key, so looking up a micro-batch costs O(batch x log state) with
 `numpy.searchsorted` instead of hashing the whole state on every batch. Updates go to a small `recent` part that
@@ -19,6 +21,7 @@ STATE_SCHEMA = pa.schema([("key", pa.string()), ("partition", pa.string()), ("fi
 _CODED = pa.dictionary(pa.int32(), pa.string())
 CODED_SCHEMA = pa.schema([("key", pa.string()), ("partition", _CODED), ("file_id", _CODED)])
 HASH = "hash"  # optional column of state files: key_hashes of the keys
+ORDERING = "ordering"  # optional column: the ordering value of each key's latest version (event-time tables)
 HASH_META = b"hoodie_stream.key_hash"
 HASH_ID = b"tabulation64/512/5eed1de7"  # names the hash function below: stored hashes count only if it matches
 _POSITIONS = 512
@@ -64,31 +67,38 @@ def key_hashes(keys):
 
 
 def coded(table):
-    """State rows (STATE_SCHEMA columns, plain or dictionary strings) with partition and file id dictionary-encoded:
-    the layout of the state in memory and in its files."""
+    """State rows (STATE_SCHEMA columns, plain or dictionary strings, and the optional ORDERING column) with
+    partition and file id dictionary-encoded: the layout of the state in memory and in its files."""
     columns = [table["key"].cast(pa.string())]
     for name in ("partition", "file_id"):
         column = table[name]
         columns.append(column.cast(_CODED) if column.type != _CODED else column)
-    return pa.Table.from_arrays(columns, schema=CODED_SCHEMA)
+    if ORDERING not in table.column_names:
+        return pa.Table.from_arrays(columns, schema=CODED_SCHEMA)
+    schema = CODED_SCHEMA.append(pa.field(ORDERING, table.schema.field(ORDERING).type))
+    return pa.Table.from_arrays(columns + [table[ORDERING]], schema=schema)
 
 
 class _Sorted:
-    """State rows sorted by key hash: hashes, keys (Arrow strings) and the codes of their partition and file id."""
+    """State rows sorted by key hash: hashes, keys (Arrow strings), the codes of their partition and file id (-1 for
+    a key known by its ordering value alone) and their ordering values (an Arrow array, or None)."""
 
-    __slots__ = ("files", "hashes", "keys", "partitions")
+    __slots__ = ("files", "hashes", "keys", "ordering", "partitions")
 
-    def __init__(self, keys, partitions, files, hashes=None):
+    def __init__(self, keys, partitions, files, hashes=None, ordering=None):
         if hashes is None:
             hashes = key_hashes(keys)
         if len(hashes) > 1 and not bool(np.all(hashes[1:] >= hashes[:-1])):  # state files are stored sorted
             order = np.argsort(hashes, kind="stable")
             hashes, partitions, files = hashes[order], partitions[order], files[order]
             keys = keys.take(pa.array(order))
+            if ordering is not None:
+                ordering = ordering.take(pa.array(order))
         self.hashes = hashes
         self.keys = keys
         self.partitions = partitions
         self.files = files
+        self.ordering = ordering
 
     def find(self, keys, hashes):
         """Row of each key in this table, -1 where absent."""
@@ -123,14 +133,33 @@ _NO_CODES = np.empty(0, np.int32)
 _EMPTY = _Sorted(pa.array([], pa.string()), _NO_CODES, _NO_CODES, np.empty(0, np.uint64))
 
 
-def _merge(old, keys, partitions, files, hashes):
+def _ordering_concat(old, old_n, new, new_n):
+    """The ordering values of old rows then new rows (None when neither has any); values of a narrower type are
+    cast to the newer one's (the ordering field's type widened), those that cannot be are unknown (null)."""
+    if old is None and new is None:
+        return None
+    type_ = (new if new is not None else old).type
+    old = pa.nulls(old_n, type_) if old is None else old
+    new = pa.nulls(new_n, type_) if new is None else new
+    if not old.type.equals(type_):
+        try:
+            old = old.cast(type_)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            old = pa.nulls(old_n, type_)
+    return pa.concat_arrays([old, new])
+
+
+def _merge(old, keys, partitions, files, hashes, ordering=None):
     """`old` with the given rows (keys unique) set: a new _Sorted."""
     gone = old.find(keys, hashes)
     gone = gone[gone >= 0]
+    old_ordering = old.ordering
     if len(gone):
         keep = np.ones(old.num_rows, bool)
         keep[gone] = False
         kept = (old.keys.filter(pa.array(keep)), old.partitions[keep], old.files[keep], old.hashes[keep])
+        if old_ordering is not None:
+            old_ordering = old_ordering.filter(pa.array(keep))
     else:
         kept = (old.keys, old.partitions, old.files, old.hashes)
     return _Sorted(
@@ -138,6 +167,7 @@ def _merge(old, keys, partitions, files, hashes):
         np.concatenate([kept[1], partitions]),
         np.concatenate([kept[2], files]),
         np.concatenate([kept[3], hashes]),
+        _ordering_concat(old_ordering, len(kept[3]), ordering, len(hashes)),
     )
 
 
@@ -152,9 +182,9 @@ class _Dictionary:
         self.codes = {}
 
     def encode(self, dictionary_array):
-        """Codes of a DictionaryArray's values in this dictionary (int32 numpy). An empty dictionary adopts the
-        array's dictionary when its values are distinct, and its indices are the codes as they are (no copy: the
-        indices of a memory-mapped state file stay in the file)."""
+        """Codes of a DictionaryArray's values in this dictionary (int32 numpy; -1 for a null). An empty dictionary
+        adopts the array's dictionary when its values are distinct, and its indices are the codes as they are (no
+        copy: the indices of a memory-mapped state file stay in the file)."""
         if not self.values and dictionary_array.indices.type == pa.int32() and not dictionary_array.null_count:
             values = dictionary_array.dictionary.to_pylist()
             if len(set(values)) == len(values):
@@ -169,6 +199,10 @@ class _Dictionary:
                 code = self.codes[value] = len(self.values)
                 self.values.append(value)
             translate[i] = code
+        if dictionary_array.null_count:
+            valid = pc.is_valid(dictionary_array).to_numpy(zero_copy_only=False)
+            indices = pc.fill_null(dictionary_array.indices, 0).to_numpy(zero_copy_only=False)
+            return np.where(valid, translate[indices] if len(translate) else -1, -1).astype(np.int32)
         indices = dictionary_array.indices.to_numpy(zero_copy_only=False)
         return translate[indices] if len(indices) else _NO_CODES
 
@@ -177,12 +211,15 @@ class _Dictionary:
 
 
 def _columns(table):
-    """(keys, partition codes as DictionaryArray, file id codes) of a state table, each one Arrow array."""
+    """(keys, partition codes as DictionaryArray, file id codes, ordering values or None) of a state table, each
+    one Arrow array."""
     table = coded(table).combine_chunks()
-    return [
+    names = ("key", "partition", "file_id") + ((ORDERING,) if ORDERING in table.column_names else ())
+    columns = [
         table[name].chunk(0) if table[name].num_chunks else pa.array([], table.schema.field(name).type)
-        for name in ("key", "partition", "file_id")
+        for name in names
     ]
+    return columns if len(columns) == 4 else columns + [None]
 
 
 class KeyIndex:
@@ -195,11 +232,13 @@ class KeyIndex:
         if table is None or table.num_rows == 0:
             self.base = _EMPTY
             return
-        keys, partitions, files = _columns(table)
+        keys, partitions, files, ordering = _columns(table)
         hashes = None
         if HASH in table.column_names and (table.schema.metadata or {}).get(HASH_META) == HASH_ID:
             hashes = table[HASH].combine_chunks().to_numpy(zero_copy_only=False)  # stored by to_table(hashes=True)
-        self.base = _Sorted(keys, self.partition_names.encode(partitions), self.file_ids.encode(files), hashes)
+        self.base = _Sorted(
+            keys, self.partition_names.encode(partitions), self.file_ids.encode(files), hashes, ordering
+        )
 
     def lookup_codes(self, keys, hashes=None):
         """(found mask, partition code, file id code) of each key (Arrow string array), codes -1 where absent; the
@@ -208,15 +247,35 @@ class KeyIndex:
             keys = keys.combine_chunks()
         if hashes is None:
             hashes = key_hashes(keys)
+        found, partitions, files, _ordering = self._find(keys, hashes, False)
+        return found, partitions, files
+
+    def lookup_ordering(self, keys, hashes=None):
+        """(found mask, partition code, file id code, stored ordering value or null) of each key; found is false
+        for a key known by its ordering value alone (its delete came first)."""
+        if isinstance(keys, pa.ChunkedArray):
+            keys = keys.combine_chunks()
+        return self._find(keys, key_hashes(keys) if hashes is None else hashes, True)
+
+    def _find(self, keys, hashes, with_ordering):
         partitions = np.full(len(keys), -1, np.int32)
         files = np.full(len(keys), -1, np.int32)
+        ordering = None
         for part in (self.base, self.recent):  # recent last: it overrides
             if part.num_rows:
                 rows = part.find(keys, hashes)
                 hit = rows >= 0
                 partitions[hit] = part.partitions[rows[hit]]
                 files[hit] = part.files[rows[hit]]
-        return files >= 0, partitions, files
+                if with_ordering and part.ordering is not None and hit.any():
+                    values = pc.take(part.ordering, pa.array(rows, mask=~hit))
+                    if ordering is None:
+                        ordering = values
+                    else:  # base's values (of a narrower type if the field widened since), then recent's
+                        ordering = pc.if_else(
+                            pa.array(hit), values, _ordering_concat(ordering, len(ordering), values.slice(0, 0), 0)
+                        )
+        return files >= 0, partitions, files, ordering
 
     def lookup(self, keys):
         """(found mask, partition, file id) for each key (Arrow string array); partition/file id null if absent."""
@@ -232,7 +291,7 @@ class KeyIndex:
         """
         if change.num_rows == 0:
             return self
-        keys, partitions, files = _columns(change)
+        keys, partitions, files, ordering = _columns(change)
         out = KeyIndex.__new__(KeyIndex)
         out.partition_names, out.file_ids = self.partition_names, self.file_ids
         out.base = self.base
@@ -242,10 +301,11 @@ class KeyIndex:
             self.partition_names.encode(partitions),
             self.file_ids.encode(files),
             key_hashes(keys) if hashes is None else hashes,
+            ordering,
         )
         if out.recent.num_rows > max(_MERGE_MIN, out.base.num_rows // _MERGE_FRACTION):
             r = out.recent
-            out.base = _merge(out.base, r.keys, r.partitions, r.files, r.hashes)
+            out.base = _merge(out.base, r.keys, r.partitions, r.files, r.hashes, r.ordering)
             out.recent = _EMPTY
         return out
 
@@ -256,16 +316,22 @@ class KeyIndex:
         part = self.base
         if self.recent.num_rows:
             r = self.recent
-            part = _merge(self.base, r.keys, r.partitions, r.files, r.hashes)
-        columns = [
-            part.keys,
-            pa.DictionaryArray.from_arrays(pa.array(part.partitions, pa.int32()), self.partition_names.array()),
-            pa.DictionaryArray.from_arrays(pa.array(part.files, pa.int32()), self.file_ids.array()),
-        ]
+            part = _merge(self.base, r.keys, r.partitions, r.files, r.hashes, r.ordering)
+        columns = [part.keys, _codes(part.partitions, self.partition_names), _codes(part.files, self.file_ids)]
+        schema = CODED_SCHEMA
+        if part.ordering is not None:
+            columns.append(part.ordering)
+            schema = schema.append(pa.field(ORDERING, part.ordering.type))
         if not hashes:
-            return pa.Table.from_arrays(columns, schema=CODED_SCHEMA)
-        schema = CODED_SCHEMA.append(pa.field(HASH, pa.uint64())).with_metadata({HASH_META: HASH_ID})
+            return pa.Table.from_arrays(columns, schema=schema)
+        schema = schema.append(pa.field(HASH, pa.uint64())).with_metadata({HASH_META: HASH_ID})
         return pa.Table.from_arrays(columns + [pa.array(part.hashes, pa.uint64())], schema=schema)
+
+
+def _codes(codes, dictionary):
+    """A DictionaryArray of codes into a _Dictionary (-1: null)."""
+    indices = pa.array(codes, pa.int32(), mask=codes < 0) if (codes < 0).any() else pa.array(codes, pa.int32())
+    return pa.DictionaryArray.from_arrays(indices, dictionary.array())
 
 
 def _decode(values, codes):

@@ -17,14 +17,17 @@ from ..errors import in_task, task_errors_rebuilt
 from ..format.file_names import parse_log_file_name
 from ..format.fs_view import FileSlice, FileSystemView
 from ..format.markers import marker_dir
+from ..format.merge import EVENT_TIME_ORDERING, merge_mode
 from ..format.reader import HoodieTable
 from ..format.rollback import finish_pending_rollbacks, rollback_instant
 from ..format.runs import run_ends
 from ..format.string_buffers import constant_strings
+from ..format.table_config import TableConfig
 from ..format.timeline import Timeline
 from ..storage import storage_for
 from ..storage.local import is_temp_name
 from . import index_state
+from .key_index import ORDERING
 
 WRITE_ACTIONS = ("deltacommit", "commit", "replacecommit")
 
@@ -106,12 +109,14 @@ def index_is_current(storage, timeline):
 
 
 class _ReadKeys:
-    """mapInArrow: file slices in, (lookup key, partition, file id) of their live records out."""
+    """mapInArrow: file slices in, (lookup key, partition, file id) of their records out, with their ordering value
+    in a table ordered by event time (`ordering`: the field, else None)."""
 
-    def __init__(self, storage, committed, global_index):
+    def __init__(self, storage, committed, global_index, ordering=None):
         self.storage = storage
         self.committed = committed
         self.global_index = global_index
+        self.ordering = ordering
 
     @in_task
     def __call__(self, batches):
@@ -130,10 +135,12 @@ class _ReadKeys:
                 keys = record_keys
                 if not self.global_index:
                     keys = pc.binary_join_element_wise(parts, record_keys, "\u0001")
-                yield pa.record_batch(
-                    [keys, parts, constant_strings(row["file_id"], records.num_rows), record_keys, live],
-                    names=["key", "partition", "file_id", "record_key", "live"],
-                )
+                columns = [keys, parts, constant_strings(row["file_id"], records.num_rows), record_keys, live]
+                names = ["key", "partition", "file_id", "record_key", "live"]
+                if self.ordering:
+                    columns.append(records[self.ordering].combine_chunks())
+                    names.append(ORDERING)
+                yield pa.record_batch(columns, names=names)
 
 
 class _WriteStates:
@@ -159,11 +166,25 @@ class _WriteStates:
 def _one_location_per_key(table):
     """A key found in several file groups (a delete left in its old partition after a move) maps to the file
     group holding it live; among deletes only, to the greatest file id (deterministic)."""
+    columns = ["key", "partition", "file_id"] + ([ORDERING] if ORDERING in table.column_names else [])
     if table.num_rows == 0:
-        return table.select(["key", "partition", "file_id"])
+        return table.select(columns)
     order = pc.sort_indices(table, sort_keys=[("key", "ascending"), ("live", "ascending"), ("file_id", "ascending")])
     keys = pc.take(table["key"], order).combine_chunks()
-    return table.take(pc.take(order, pa.array(run_ends(keys)))).select(["key", "partition", "file_id"])
+    return table.take(pc.take(order, pa.array(run_ends(keys)))).select(columns)
+
+
+def _ordering_of(storage):
+    """(ordering field, its column's DDL for the key rows) of a table ordered by event time, else (None, "")."""
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    mode, field = merge_mode(TableConfig.load(storage).props)
+    if mode != EVENT_TIME_ORDERING or not field:
+        return None, ""
+    schema = HoodieTable(storage).arrow_schema()
+    if field not in schema.names:
+        return None, ""
+    return field, f", {ORDERING} {from_arrow_type(schema.field(field).type).simpleString()}"
 
 
 def rebuild_index(spark, storage, timeline, key_groups, global_index, tasks):
@@ -186,9 +207,10 @@ def rebuild_index(spark, storage, timeline, key_groups, global_index, tasks):
             rows, "partition string, file_id string, base_instant string, base_file string, logs string"
         )
         slices = slices.repartition(min(len(rows), max(1, tasks * 2)))
+        ordering, ordering_ddl = _ordering_of(storage)
         keys = slices.mapInArrow(
-            _ReadKeys(storage, committed, global_index),
-            "key string, partition string, file_id string, record_key string, live boolean",
+            _ReadKeys(storage, committed, global_index, ordering),
+            "key string, partition string, file_id string, record_key string, live boolean" + ordering_ddl,
         )
         keys = keys.withColumn("kg", F.expr(key_group_expr(key_groups, "record_key")))
         with task_errors_rebuilt():  # an error of a task is raised as itself

@@ -44,17 +44,17 @@ class WrittenKeys:
 
     def record(self, rows, code):
         """Rows written to the file of `code` (DELETED: run winners that are deletes, written nowhere)."""
-        if not rows.num_rows or (code == DELETED and not self.track):
+        if not rows.num_rows or (code == DELETED and not self.track and not self.ordering_field):
             return
         columns = {
             LOOKUP: _owned(self.lookup_keys(rows)),
             GROUP: _owned(rows[KEY_GROUP]),
             CODE: pa.array(np.full(rows.num_rows, code, np.int32)),
         }
+        if self.ordering_field:  # event-time ordering: the index keeps each key's ordering value
+            columns[ORDERING] = _owned(rows[self.ordering_field])
         if self.track:
             columns[SEQ] = _owned(rows[SEQ])
-            if self.ordering_field:
-                columns[ORDERING] = _owned(rows[self.ordering_field])
         self.parts.append(pa.table(columns))
 
     def placed(self):
@@ -67,8 +67,8 @@ class WrittenKeys:
             return empty, empty
         table = pa.concat_tables(self.parts, promote_options="permissive")
         self.parts = []
-        if not self.track:
-            return table, table.slice(0, 0)
+        if not self.track:  # every key met the task once (its deletes kept only with their ordering value)
+            return _written(table, tombstones=True), table.slice(0, 0)
         keys = table[LOOKUP].combine_chunks()
         hashes = key_index.key_hashes(keys)
         if len(np.unique(hashes)) == table.num_rows:  # distinct hashes: distinct keys, every run is the only one
@@ -83,7 +83,7 @@ class WrittenKeys:
         lost[last] = False
         winners = table.take(pa.array(np.sort(last)))
         losers = table.filter(pa.array(lost))
-        return _written(winners), _written(losers)
+        return _written(winners, ORDERING in winners.column_names), _written(losers)
 
 
 def _owned(values):
@@ -94,12 +94,14 @@ def _owned(values):
     return pa.concat_arrays([values])
 
 
-def _written(table):
-    """The rows of a table of placed keys that went to a file (not the deletes)."""
+def _written(table, tombstones=False):
+    """The rows of a table of placed keys that went to a file, and with `tombstones` the winning deletes too (kept
+    in the index with their ordering value and no location)."""
+    columns = [LOOKUP, GROUP, CODE] + ([ORDERING] if ORDERING in table.column_names else [])
     codes = table[CODE]
-    if not pc.any(pc.equal(codes, DELETED)).as_py():
-        return table.select([LOOKUP, GROUP, CODE])
-    return table.filter(pc.not_equal(codes, DELETED)).select([LOOKUP, GROUP, CODE])
+    if tombstones or not pc.any(pc.equal(codes, DELETED)).as_py():
+        return table.select(columns)
+    return table.filter(pc.not_equal(codes, DELETED)).select(columns)
 
 
 def record_keys_of(losers, global_index):
@@ -119,13 +121,16 @@ def save_index(storage, instant, winners, partitions, file_ids, committed=None):
     by_group = pc.sort_indices(winners[GROUP])
     winners = winners.take(by_group).combine_chunks()
     codes = winners[CODE].chunk(0)
-    state = pa.table(
-        {
-            "key": winners[LOOKUP],
-            "partition": pa.DictionaryArray.from_arrays(codes, pa.array(partitions, pa.string())),
-            "file_id": pa.DictionaryArray.from_arrays(codes, pa.array(file_ids, pa.string())),
-        }
-    )
+    if pc.any(pc.equal(codes, DELETED)).as_py():  # deletes kept by their ordering value: no location
+        codes = pc.if_else(pc.equal(codes, DELETED), pa.scalar(None, pa.int32()), codes)
+    columns = {
+        "key": winners[LOOKUP],
+        "partition": pa.DictionaryArray.from_arrays(codes, pa.array(partitions, pa.string())),
+        "file_id": pa.DictionaryArray.from_arrays(codes, pa.array(file_ids, pa.string())),
+    }
+    if ORDERING in winners.column_names:
+        columns[key_index.ORDERING] = winners[ORDERING]
+    state = pa.table(columns)
     groups, bounds = runs(winners[GROUP].chunk(0))
     if committed is None:
         for i, kg in enumerate(groups):

@@ -26,7 +26,7 @@ from ..chain.key_groups import assign_task_expr, key_group_expr
 from ..chain.scheduler_pools import WRITE_POOL, in_pool
 from ..chain.sql_keys import quoted
 from ..chain.stages import AssignSpec, BatchContext, WriteSpec
-from ..checkpoints import recovery
+from ..checkpoints import index_state, recovery
 from ..checkpoints.batch_checkpoint import last_batch_id, writer_identifier
 from ..compaction.plan import pending_file_groups
 from ..compaction.service import TableServices
@@ -178,10 +178,12 @@ class HoodieStreamSink:
             if mine is not None:
                 raise mine from None
             raise
-        if not stats:
+        if not stats and not index_state.instant_has_files(writer.storage, txn.instant):
             coordinator.discard_empty(txn)
             self.last_result = coordinator.BatchResult(flushes=flushes)
             return
+        # (an instant that wrote no file but changed the index, keeping deletes of keys the table does not hold,
+        # commits without write stats: the index state counts only with its instant completed)
         try:
             self.lease.ensure()
             coordinator.commit(txn, stats, identifier, batch_id)
