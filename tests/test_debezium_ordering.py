@@ -6,14 +6,14 @@ reads it."""
 import base64
 import json
 
-from debezium_model import KAFKA_DDL, final_rows
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from oracle import rs_read
-from test_debezium_sink import assert_table_matches
 
+from debezium_model import KAFKA_DDL, final_rows
 from hoodie_stream import DebeziumSink
 from hoodie_stream.debezium import table_name
+from oracle import rs_read
+from test_debezium_sink import assert_table_matches
 
 TOPIC = "pg9.public.items"
 ROW = [

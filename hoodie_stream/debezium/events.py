@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import HoodieFormatError
-from . import json_envelope, types
+from . import avro_envelope, json_envelope, types
 
 POSTGRESQL, MYSQL = "postgresql", "mysql"
 ORDER = "_event_order"
@@ -94,6 +94,8 @@ class TopicSpec:
     truncate: str = "fail"
     message: str = "skip"
     key_schema: dict | None = field(default=None)  # Connect struct schema of the key fields (from the row's fields)
+    value_format: str = "json"  # "json" (Kafka Connect's JsonConverter) or "avro" (Confluent's wire format)
+    avro_schemas: dict | None = None  # Avro: the schemas of the ids the micro-batch's values and keys name
 
 
 # -- schemas --------------------------------------------------------------------------------------------------------
@@ -235,7 +237,9 @@ def flatten(records, spec):
     """The rows (spec.schema) of one topic's Kafka records: an Arrow table with `key` and `value` (strings; null values,
     tombstones, are dropped), `partition` and `offset`, in offset order per partition."""
     values = records["value"].combine_chunks()
-    if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):
+    if spec.value_format == "avro":
+        values = values.cast(pa.binary())
+    elif pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):
         values = _utf8(values, spec.topic, records)
     live = pc.is_valid(values)
     if values.null_count:
@@ -362,7 +366,7 @@ def _key_from_kafka(columns, deletes, records, spec):
         return columns
     rows = np.flatnonzero(missing)
     keys = records["key"].combine_chunks().take(pa.array(rows))
-    if pa.types.is_binary(keys.type):
+    if pa.types.is_binary(keys.type) and spec.value_format != "avro":
         keys = _utf8(keys, spec.topic, records.take(pa.array(rows)))
     if keys.null_count or spec.key_schema is None:
         bad = int(rows[pc.index(pc.is_null(keys), True).as_py()]) if keys.null_count else int(rows[0])
@@ -370,24 +374,14 @@ def _key_from_kafka(columns, deletes, records, spec):
             f"{_place(spec.topic, records, bad)}: a delete whose row lacks its key {list(spec.key_fields)} and whose "
             f"Kafka key is absent; the record cannot be found"
         )
-    texts = keys.cast(pa.string())
-    enveloped = pc.starts_with(texts, '{"schema":').to_numpy(zero_copy_only=False)
-    payload_texts = texts
-    if enveloped.any():  # keys with their schema: their payloads
-        at = np.flatnonzero(enveloped)
-        _schemas, payloads = json_envelope.split_envelopes(texts.take(pa.array(at)))
-        take = np.arange(len(texts))
-        take[at] = len(texts) + np.arange(len(at))
-        payload_texts = pa.concat_arrays([texts, payloads]).take(pa.array(take))
     try:
-        parsed = json_envelope.parse_payloads(payload_texts, spec.key_schema, unexpected="ignore")
+        parsed, key_fields = _parsed_keys(keys, spec)
     except HoodieFormatError as e:
         raise HoodieFormatError(f"{_place(spec.topic, records, int(rows[0]))}: its Kafka key: {e}") from None
     flat = parsed.flatten()
     take = np.full(len(deletes), -1)
     take[rows] = np.arange(len(rows))
     index = pa.array(take, mask=take < 0)
-    key_fields = {f["field"]: f for f in spec.key_schema["fields"]}
     out = dict(columns)
     for i, child in enumerate(parsed.type):
         if child.name not in spec.key_fields:
@@ -398,6 +392,34 @@ def _key_from_kafka(columns, deletes, records, spec):
         current = out.get(child.name, pa.nulls(len(deletes), target))
         out[child.name] = pc.if_else(pa.array(missing), spread, current)
     return out
+
+
+def _parsed_keys(keys, spec):
+    """(struct array of the Kafka keys, {field name: its Connect field}): JSON keys with or without their schema,
+    or Avro keys in Confluent's wire format."""
+    if spec.value_format == "avro":
+        keys = keys.cast(pa.binary())
+        ids, bad = avro_envelope.schema_ids(keys)
+        if bad is not None:
+            raise HoodieFormatError("a key is not in Confluent's Avro wire format")
+        distinct = np.unique(ids)
+        if len(distinct) != 1 or int(distinct[0]) not in (spec.avro_schemas or {}):
+            raise HoodieFormatError(f"key schema id(s) {distinct.tolist()} unknown")
+        schema = spec.avro_schemas[int(distinct[0])]
+        parsed = avro_envelope.decode(keys, np.arange(len(keys)), schema)
+        connect = avro_envelope.connect_schema(schema)
+        return parsed, {f["field"]: f for f in connect["fields"]}
+    texts = keys.cast(pa.string())
+    enveloped = pc.starts_with(texts, '{"schema":').to_numpy(zero_copy_only=False)
+    payload_texts = texts
+    if enveloped.any():  # keys with their schema: their payloads
+        at = np.flatnonzero(enveloped)
+        _schemas, payloads = json_envelope.split_envelopes(texts.take(pa.array(at)))
+        take = np.arange(len(texts))
+        take[at] = len(texts) + np.arange(len(at))
+        payload_texts = pa.concat_arrays([texts, payloads]).take(pa.array(take))
+    parsed = json_envelope.parse_payloads(payload_texts, spec.key_schema, unexpected="ignore")
+    return parsed, {f["field"]: f for f in spec.key_schema["fields"]}
 
 
 def _added(source, ts_ms, op, is_delete, spec, records):
@@ -497,6 +519,8 @@ def _place(topic, records, row):
 
 def _groups(values, spec):
     """[(envelope schema, message positions, payloads parsed)] of messages with their schema, or bare ones."""
+    if spec.value_format == "avro":
+        return _avro_groups(values, spec)
     if spec.value_schema is not None:
         rows = np.arange(len(values))
         return [(spec.value_schema, rows, _payloads(values, spec.value_schema, rows, "ignore"))]
@@ -514,6 +538,35 @@ def _groups(values, spec):
             error.message_row = int(rows[0])
             raise error from None
         groups.append((schema, rows, _payloads(payloads.take(pa.array(rows)), schema, rows, "error")))
+    return groups
+
+
+def _avro_groups(values, spec):
+    ids, bad = avro_envelope.schema_ids(values)
+    if bad is not None:
+        error = HoodieFormatError("the message is not in Confluent's Avro wire format (magic byte 0, schema id)")
+        error.message_row = bad
+        raise error
+    groups = []
+    distinct, first = np.unique(ids, return_index=True)
+    for schema_id in distinct[np.argsort(first)]:
+        rows = np.flatnonzero(ids == schema_id)
+        schema = (spec.avro_schemas or {}).get(int(schema_id))
+        if schema is None:
+            error = HoodieFormatError(f"Avro schema id {int(schema_id)} is unknown")
+            error.message_row = int(rows[0])
+            raise error
+        try:
+            payloads = avro_envelope.decode(values, rows, schema)
+        except HoodieFormatError:
+            for i, row in enumerate(rows):  # the error path alone: which message
+                try:
+                    avro_envelope.decode(values, rows[i : i + 1], schema)
+                except HoodieFormatError as one:
+                    one.message_row = int(row)
+                    raise one from None
+            raise
+        groups.append((avro_envelope.connect_schema(schema), rows, payloads))
     return groups
 
 
@@ -555,7 +608,7 @@ def _utf8(values, topic, records):
         raise
 
 
-def topic_spec(topic, envelopes, key_fields, value_schema=None, variable_scale=(38, 10), **policies):
+def topic_spec(topic, envelopes, key_fields, value_schema=None, variable_scale=(38, 10), **options):
     """The TopicSpec of a topic whose messages have the envelope schemas `envelopes` ([(schema, where it was seen)]),
     for the table's record key `key_fields`."""
     where = [w for _, w in envelopes]
@@ -582,5 +635,5 @@ def topic_spec(topic, envelopes, key_fields, value_schema=None, variable_scale=(
         value_schema=value_schema,
         variable_scale=variable_scale,
         key_schema=key_schema,
-        **policies,
+        **options,
     )

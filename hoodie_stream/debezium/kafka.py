@@ -8,15 +8,17 @@ the record key from: one row per (topic, kind, text), never the messages themsel
 
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import HoodieFormatError, in_task
-from . import events, json_envelope
+from . import avro_envelope, events, json_envelope
 
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset")
 _ENVELOPE = '{"schema":'
 VALUE_SCHEMA, KEY, BARE_VALUE, PRESENT = "value_schema", "key", "bare_value", "present"
+VALUE_ID, KEY_ID = "value_id", "key_id"  # Avro: the schema ids values and keys name
 DISCOVERED = pa.schema(
     [
         ("topic", pa.string()),
@@ -28,8 +30,9 @@ DISCOVERED = pa.schema(
 )
 
 
-def kafka_records(df):
-    """The Kafka source's columns with key and value as text (the source gives binary; files may give text)."""
+def kafka_records(df, value_format="json"):
+    """The Kafka source's columns with key and value as text (the source gives binary; files may give text), or as
+    binary for Avro."""
     from pyspark.sql import functions as F
 
     missing = [c for c in KAFKA_COLUMNS if c not in df.columns]
@@ -38,9 +41,10 @@ def kafka_records(df):
             f"the micro-batch lacks the Kafka source's column(s) {missing} (it has {df.columns}); Debezium topics "
             f"are read with spark.readStream.format('kafka')"
         )
+    kind = "binary" if value_format == "avro" else "string"
     return df.select(
-        F.col("key").cast("string").alias("key"),
-        F.col("value").cast("string").alias("value"),
+        F.col("key").cast(kind).alias("key"),
+        F.col("value").cast(kind).alias("value"),
         F.col("topic").cast("string").alias("topic"),
         F.col("partition").cast("int").alias("partition"),
         F.col("offset").cast("long").alias("offset"),
@@ -53,6 +57,7 @@ class Discover:
     has each), a first key per topic, and the first bare message of each topic."""
 
     bare_topics: frozenset  # topics whose messages carry no schema (their schema is given)
+    value_format: str = "json"
 
     @in_task
     def __call__(self, batches):
@@ -61,7 +66,10 @@ class Discover:
             table = pa.Table.from_batches([batch])
             for topic in pc.unique(table["topic"]).to_pylist():
                 part = table.filter(pc.equal(table["topic"], topic)) if topic is not None else table
-                _discover(topic, part, topic in self.bare_topics, seen)
+                if self.value_format == "avro":
+                    _discover_avro(topic, part, seen)
+                else:
+                    _discover(topic, part, topic in self.bare_topics, seen)
         rows = list(seen.values())
         if rows:
             yield pa.RecordBatch.from_pylist([dict(zip(DISCOVERED.names, r)) for r in rows], schema=DISCOVERED)
@@ -121,20 +129,43 @@ def _discover(topic, records, bare, seen):
             seen[(topic, text)] = (topic, VALUE_SCHEMA, text, live["partition"][i].as_py(), live["offset"][i].as_py())
 
 
-def discover(records, bare_topics=frozenset()):
+def _discover_avro(topic, records, seen):
+    for column, kind in (("value", VALUE_ID), ("key", KEY_ID)):
+        part = records.filter(pc.is_valid(records[column]))
+        if part.num_rows == 0:
+            continue
+        ids, bad = avro_envelope.schema_ids(part[column].combine_chunks())
+        if bad is not None:
+            raise HoodieFormatError(
+                f"topic {topic!r} partition {part['partition'][bad].as_py()} offset {part['offset'][bad].as_py()}: "
+                f"the {column} is not in Confluent's Avro wire format (magic byte 0, 4-byte schema id)"
+            )
+        distinct, first = np.unique(ids, return_index=True)
+        for schema_id, i in zip(distinct.tolist(), first.tolist()):
+            if (topic, kind, schema_id) not in seen:
+                place = (part["partition"][i].as_py(), part["offset"][i].as_py())
+                seen[(topic, kind, schema_id)] = (topic, kind, str(schema_id), *place)
+
+
+def discover(records, bare_topics=frozenset(), value_format="json"):
     """{topic: {"schemas": [(schema text, (partition, offset))], "key": (text, (partition, offset)) or None,
     "bare": (text, (partition, offset)) or None, "present": (partition, offset) of the first event of a topic in
     `bare_topics`, or None}} of a micro-batch (`kafka_records` columns)."""
-    rows = records.mapInArrow(Discover(frozenset(bare_topics)), _spark_schema(DISCOVERED)).collect()
+    rows = records.mapInArrow(Discover(frozenset(bare_topics), value_format), _spark_schema(DISCOVERED)).collect()
     found = {}
     for topic, kind, text, partition, offset in sorted(rows, key=lambda r: (r[0] or "", r[3], r[4])):
-        entry = found.setdefault(topic, {"schemas": [], "key": None, "bare": None, "present": None})
+        entry = found.setdefault(
+            topic, {"schemas": [], "key": None, "bare": None, "present": None, VALUE_ID: [], KEY_ID: []}
+        )
         place = (partition, offset)
         if kind == VALUE_SCHEMA:
             if text not in [t for t, _ in entry["schemas"]]:
                 entry["schemas"].append((text, place))
         elif kind == KEY:
             entry["key"] = entry["key"] or (text, place)
+        elif kind in (VALUE_ID, KEY_ID):
+            if int(text) not in [i for i, _ in entry[kind]]:
+                entry[kind].append((int(text), place))
         elif kind == PRESENT:
             entry["present"] = entry["present"] or place
         elif kind == BARE_VALUE:

@@ -25,7 +25,8 @@ from ..format.writer import HoodieWriter
 from ..options import parse_options
 from ..storage import storage_for
 from ..streaming_sink.sink import HoodieStreamSink
-from . import events, kafka
+from . import avro_envelope, events, kafka
+from .schema_registry import SchemaRegistry
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -38,7 +39,7 @@ TRUNCATE = "hoodie.stream.debezium.truncate"
 MESSAGE = "hoodie.stream.debezium.message"
 VARIABLE_SCALE = "hoodie.stream.debezium.variable.scale.decimal"
 DEBEZIUM_OPTIONS = {TRUNCATE: "fail", MESSAGE: "skip", VARIABLE_SCALE: "38,10"}
-VALUE_FORMATS = ("json",)
+VALUE_FORMATS = ("json", "avro")
 
 
 @contextlib.contextmanager
@@ -86,13 +87,16 @@ class DebeziumSink:
         options: Mapping[str, Any] | None = None,
         tables: Mapping[str, Mapping[str, Any]] | None = None,
         value_format: str = "json",
-        schemas: Mapping[str, Any] | None = None,
+        schemas: Mapping[Any, Any] | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        schema_registry_url: str | None = None,
     ) -> None:
         """`options`: Hudi-named sink options for every table, plus `hoodie.stream.debezium.truncate` and
         `.message` (`fail` or `skip`) and `.variable.scale.decimal` (`precision,scale` or `string`); `tables`:
-        per topic, `path`, `hoodie.table.name` and any sink option; `schemas`: per topic, the Connect schema (JSON
-        text or dict) of messages written without one (`schemas.enable=false`): the envelope's or the row's."""
+        per topic, `path`, `hoodie.table.name` and any sink option; `value_format`: "json" (Kafka Connect's
+        JsonConverter) or "avro" (Confluent's wire format); `schemas`: for JSON, per topic, the Connect schema (JSON
+        text or dict) of messages written without one (`schemas.enable=false`), the envelope's or the row's; for
+        Avro, the Avro schemas by id (else, or also, fetched from `schema_registry_url`)."""
         if value_format not in VALUE_FORMATS:
             raise HoodieConfigError(
                 f"value_format {value_format!r} is not supported; supported: {list(VALUE_FORMATS)} (Kafka Connect "
@@ -104,11 +108,17 @@ class DebeziumSink:
         self.options = {str(k): str(v) for k, v in (options or {}).items()}
         self.tables = {str(t): {str(k): str(v) for k, v in o.items()} for t, o in (tables or {}).items()}
         self.schemas = {}
-        for topic, schema in (schemas or {}).items():
-            try:
-                self.schemas[str(topic)] = events.bare_envelope(schema)
-            except (ValueError, HoodieFormatError) as e:
-                raise HoodieConfigError(f"schemas[{topic!r}]: {e}") from None
+        self.registry = None
+        if value_format == "avro":
+            self.registry = SchemaRegistry(schema_registry_url, schemas)
+        elif schema_registry_url is not None:
+            raise HoodieConfigError("schema_registry_url is for value_format='avro'")
+        else:
+            for topic, schema in (schemas or {}).items():
+                try:
+                    self.schemas[str(topic)] = events.bare_envelope(schema)
+                except (ValueError, HoodieFormatError) as e:
+                    raise HoodieConfigError(f"schemas[{topic!r}]: {e}") from None
         for topic in self.tables:  # options are checked now, not at the topic's first event
             self._table_options(topic, ["id"])
         self._sinks: dict[str, HoodieStreamSink] = {}
@@ -171,11 +181,11 @@ class DebeziumSink:
     def __call__(self, df: "DataFrame", batch_id: int) -> None:
         from pyspark import StorageLevel
 
-        records = kafka.kafka_records(df).persist(StorageLevel.MEMORY_AND_DISK)
+        records = kafka.kafka_records(df, self.value_format).persist(StorageLevel.MEMORY_AND_DISK)
         flattened = []
         try:
             with _task_errors():
-                found = kafka.discover(records, frozenset(self.schemas))
+                found = kafka.discover(records, frozenset(self.schemas), self.value_format)
             plans = [(topic, self._spec(topic, entry)) for topic, entry in sorted(found.items())]
             # every topic is decoded (and kept on the executors) before any table is written: a message that
             # cannot be read stops the micro-batch with no table changed
@@ -205,6 +215,8 @@ class DebeziumSink:
         if topic is None:
             raise HoodieFormatError("a record without a topic in the micro-batch")
         policies = self._debezium_options(topic)
+        if self.value_format == "avro":
+            return self._avro_spec(topic, entry, policies, table_columns)
         if topic in self.schemas:
             if entry["present"] is None:  # tombstones alone: nothing to write
                 return None
@@ -239,10 +251,39 @@ class DebeziumSink:
         spec = events.topic_spec(topic, envelopes, key_fields, value_schema, **policies)
         return self._with_table_columns(topic, spec, envelopes) if table_columns else spec
 
-    def _key_fields(self, topic, entry):
+    def _avro_spec(self, topic, entry, policies, table_columns):
+        if not entry[kafka.VALUE_ID]:  # tombstones alone: nothing to write
+            return None
+        schemas, envelopes = {}, []
+        for schema_id, (partition, offset) in entry[kafka.VALUE_ID]:
+            where = f"topic {topic!r} partition {partition} offset {offset}"
+            schemas[schema_id] = self.registry.get(schema_id, where)
+            envelopes.append((avro_envelope.connect_schema(schemas[schema_id]), where))
+        key_fields = self._configured_key(topic)
+        for schema_id, (partition, offset) in entry[kafka.KEY_ID]:
+            where = f"topic {topic!r} partition {partition} offset {offset}"
+            schemas[schema_id] = self.registry.get(schema_id, where)
+            if not key_fields:
+                key = avro_envelope.connect_schema(schemas[schema_id])
+                if key.get("type") != "struct":
+                    raise HoodieFormatError(f"{where}: the Kafka key is not a struct of key columns")
+                key_fields = [f["field"] for f in key["fields"]]
+        if not key_fields:
+            raise HoodieConfigError(
+                f"{envelopes[0][1]}: the topic's messages have no Kafka key (a table without a primary key?): name "
+                f"the record key in tables={{{topic!r}: {{{RECORD_KEY!r}: 'column,...'}}}}"
+            )
+        spec = events.topic_spec(topic, envelopes, key_fields, value_format="avro", avro_schemas=schemas, **policies)
+        return self._with_table_columns(topic, spec, envelopes) if table_columns else spec
+
+    def _configured_key(self, topic):
         given = {**self.options, **self.tables.get(topic, {})}.get(RECORD_KEY)
+        return [f.strip() for f in given.split(",") if f.strip()] if given else []
+
+    def _key_fields(self, topic, entry):
+        given = self._configured_key(topic)
         if given:
-            return [f.strip() for f in given.split(",") if f.strip()]
+            return given
         if entry["key"] is None:
             return []
         text, (partition, offset) = entry["key"]
@@ -304,15 +345,20 @@ def flatten(
     topic: str | None = None,
     options: Mapping[str, Any] | None = None,
     tables: Mapping[str, Mapping[str, Any]] | None = None,
-    schemas: Mapping[str, Any] | None = None,
+    schemas: Mapping[Any, Any] | None = None,
+    value_format: str = "json",
+    schema_registry_url: str | None = None,
 ) -> "DataFrame":
     """The rows of one Debezium topic of a Kafka-source DataFrame, as DebeziumSink writes them (row columns, Hudi's
     Debezium columns, `_event_order`, `_hoodie_is_deleted`), for those who route tables themselves. `topic` may be
     left out when the DataFrame holds one; the other arguments are DebeziumSink's. Runs one small Spark job to find
     the schemas."""
-    sink = DebeziumSink("", options, tables=tables, schemas=schemas)
-    records = kafka.kafka_records(df)
-    found = kafka.discover(records, frozenset(sink.schemas))
+    sink = DebeziumSink(
+        "", options, tables=tables, schemas=schemas, value_format=value_format, schema_registry_url=schema_registry_url
+    )
+    records = kafka.kafka_records(df, value_format)
+    with _task_errors():
+        found = kafka.discover(records, frozenset(sink.schemas), value_format)
     if topic is None:
         if len(found) != 1:
             raise HoodieConfigError(f"flatten: the DataFrame holds the topics {sorted(found)}; name one (topic=)")

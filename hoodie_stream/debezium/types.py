@@ -110,7 +110,7 @@ def decode(values, field, variable_scale=(38, 10)):
     if name == CONNECT_DECIMAL:
         if _numeric(values.type):  # the converter's decimal.format=NUMERIC writes JSON numbers
             return _cast(values, target, where)
-        return _checked(_unscaled(_strings(values, where), target.byte_width, where).view(target), where)
+        return _checked(_unscaled(_encoded(values, where), target.byte_width, where).view(target), where)
     if name == VARIABLE_SCALE_DECIMAL:
         return _variable_scale(values, variable_scale, where)
     if name in _DATES:
@@ -122,7 +122,7 @@ def decode(values, field, variable_scale=(38, 10)):
     if name == ZONED_TIMESTAMP:
         return _zoned(_strings(values, where), where)
     if field.get("type") == "bytes":
-        return _base64_binary(_strings(values, where), where)
+        return values.cast(pa.binary()) if _is_binary(values) else _base64_binary(_strings(values, where), where)
     if field.get("type") == "struct" and pa.types.is_struct(values.type):
         children = {f.name: c for f, c in zip(values.type, values.flatten())}
         arrays = [
@@ -224,10 +224,22 @@ def _validity(values):
     return pa.py_buffer(np.packbits(valid, bitorder="little"))
 
 
+def _is_binary(values):
+    return pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type)
+
+
+def _encoded(values, where):
+    """Bytes values as they come: base64 text (JSON) or binary (Avro)."""
+    return values if _is_binary(values) else _strings(values, where)
+
+
 def _unscaled(strings, width, where):
-    """Fixed-size binary array of `width`-byte little-endian two's-complement integers from base64 big-endian
-    two's-complement values (Arrow's decimal layout)."""
-    data, offsets = _base64_bytes(strings, where)
+    """Fixed-size binary array of `width`-byte little-endian two's-complement integers from big-endian
+    two's-complement values, in base64 text (JSON) or binary (Avro) (Arrow's decimal layout)."""
+    if _is_binary(strings):
+        data, offsets = utf8_buffers(pc.fill_null(strings, b""), where)  # offsets into the whole buffer
+    else:
+        data, offsets = _base64_bytes(strings, where)
     sizes = np.diff(offsets)
     if len(sizes) and sizes.max() > width:
         bad = int(np.argmax(sizes))
@@ -290,14 +302,14 @@ def _variable_scale(values, variable_scale, where):
     raw = values.field("value")
     raw = pc.if_else(valid, raw, pa.scalar(None, raw.type))
     if variable_scale == "string":  # up to 76 digits
-        exact = _unscaled(_strings(raw, where), 32, where).view(pa.decimal256(76, 0))
+        exact = _unscaled(_encoded(raw, where), 32, where).view(pa.decimal256(76, 0))
         pieces = []
         for scale in np.unique(scales):
             rows = pa.array(np.flatnonzero(scales == scale))
             pieces.append((rows, pc.take(exact, rows).view(pa.decimal256(76, int(scale))).cast(pa.string())))
         text = _scatter(len(values), pieces, pa.string())
         return pc.if_else(valid, text, pa.scalar(None, pa.string()))
-    exact = _unscaled(_strings(raw, where), 16, where).view(pa.decimal128(38, 0))  # up to 38 digits
+    exact = _unscaled(_encoded(raw, where), 16, where).view(pa.decimal128(38, 0))  # up to 38 digits
     precision, scale = variable_scale
     target = pa.decimal128(precision, scale)
     pieces = []
