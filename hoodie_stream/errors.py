@@ -101,6 +101,11 @@ class HoodieLockError(HoodieError):
     """The table's writer lease is held by another writer (named in the message), or was lost."""
 
 
+class HoodieUnplannedInputError(HoodieError):
+    """A micro-batch holds input the plan it was written with did not foresee (a topic, or a schema, met for the
+    first time): the driver plans it again."""
+
+
 def _subclasses(cls):
     yield cls
     for sub in cls.__subclasses__():

@@ -282,3 +282,32 @@ def test_a_new_column_evolves_the_table_and_a_dropped_one_stays_null(spark, two_
     assert rows[key_dropped]["description"] is None and rows[key_dropped]["colour"] is None
     assert all(rows[k]["colour"] is None for k in rows if k != key_added)
     assert all(rows[k]["description"] is not None for k in rows if k != key_dropped)
+
+
+def test_a_new_schema_or_topic_in_a_one_topic_stream_is_planned_again(spark, tmp_path):
+    """After a micro-batch of one topic, the next is written in one pass with that batch's plan; a message of a
+    schema or a topic the plan does not know makes the micro-batch planned again, with nothing written twice."""
+    pg, my = load_set("pg_flink_products_schema.jsonl"), load_set("mysql_risingwave_customers_schema.jsonl")
+    tables = {
+        pg[0]["topic"]: {"hoodie.datasource.write.recordkey.field": "id"},
+        my[0]["topic"]: {"hoodie.datasource.write.recordkey.field": "id"},
+    }
+    sink = DebeziumSink(str(tmp_path / "lake"), tables=tables)
+    pg_path, my_path = (tmp_path / "lake" / table_name(r[0]["topic"]) for r in (pg, my))
+    sink(kafka_df(spark, pg[:9]), 0)
+    sink(kafka_df(spark, pg[9:11]), 1)  # the plan of batch 0
+    added = json.loads(pg[11]["value"])
+    for image in ("before", "after"):
+        part = next(f for f in added["schema"]["fields"] if f["field"] == image)
+        part["fields"].append({"type": "string", "optional": True, "field": "colour"})
+    added["payload"]["after"]["colour"] = "red"
+    sink(kafka_df(spark, [dict(pg[11], value=json.dumps(added, separators=(",", ":")))]), 2)  # a new schema
+    sink(kafka_df(spark, pg[12:13] + my[:4]), 3)  # a new topic
+    sink.close()
+    assert batch_ids(pg_path) == [0, 1, 2, 3] and batch_ids(my_path) == [3]
+    rows = {r["id"]: r for r in rs_read(str(pg_path)).to_pylist()}
+    assert rows[added["payload"]["after"]["id"]]["colour"] == "red"
+    expected = final_rows(pg[:11] + pg[12:13], ["id"], "postgresql")
+    got = table_rows(rs_read(str(pg_path)), ["id"])
+    assert sorted(got) == sorted(set(expected) | {(added["payload"]["after"]["id"],)})
+    assert_table_matches(rs_read(str(my_path)), final_rows(my[:4], ["id"], "mysql"), ["id"], "mysql")

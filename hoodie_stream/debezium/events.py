@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import HoodieFormatError
+from ..errors import HoodieFormatError, HoodieUnplannedInputError
 from . import avro_envelope, json_envelope, types
 
 POSTGRESQL, MYSQL = "postgresql", "mysql"
@@ -96,6 +96,9 @@ class TopicSpec:
     key_schema: dict | None = field(default=None)  # Connect struct schema of the key fields (from the row's fields)
     value_format: str = "json"  # "json" (Kafka Connect's JsonConverter) or "avro" (Confluent's wire format)
     avro_schemas: dict | None = None  # Avro: the schemas of the ids the micro-batch's values and keys name
+    # planned from an earlier micro-batch: the schema texts (JSON) the plan knows; None when the plan was made from
+    # this micro-batch. A message of another topic or schema raises HoodieUnplannedInputError
+    known_schemas: frozenset | None = None
 
 
 # -- schemas --------------------------------------------------------------------------------------------------------
@@ -249,12 +252,15 @@ def flatten(records, spec):
         return spec.schema.empty_table()
     try:
         groups = _groups(values, spec)
+    except HoodieUnplannedInputError:
+        raise
     except HoodieFormatError as e:
         row = json_envelope.failed_message(e)
         raise HoodieFormatError(f"{_place(spec.topic, records, 0 if row is None else row)}: {e}") from None
     tables, positions = [], []
     for schema, rows, payloads in groups:
-        part = records.take(pa.array(rows))
+        whole = len(groups) == 1 and len(rows) == records.num_rows
+        part = records if whole else records.take(pa.array(rows))
         try:
             table, kept = _flatten_group(part, schema, payloads, spec)
         except HoodieFormatError as e:
@@ -531,6 +537,8 @@ def _groups(values, spec):
         rows = np.flatnonzero(codes == code)
         if not len(rows):
             continue
+        if spec.known_schemas is not None and text not in spec.known_schemas:
+            raise HoodieUnplannedInputError(f"topic {spec.topic!r}: a schema the plan does not know")
         try:
             schema = json.loads(text)
         except ValueError:
@@ -552,6 +560,8 @@ def _avro_groups(values, spec):
     for schema_id in distinct[np.argsort(first)]:
         rows = np.flatnonzero(ids == schema_id)
         schema = (spec.avro_schemas or {}).get(int(schema_id))
+        if schema is None and spec.known_schemas is not None:
+            raise HoodieUnplannedInputError(f"topic {spec.topic!r}: Avro schema id {int(schema_id)} is not planned")
         if schema is None:
             error = HoodieFormatError(f"Avro schema id {int(schema_id)} is unknown")
             error.message_row = int(rows[0])

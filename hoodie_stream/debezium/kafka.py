@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import HoodieFormatError, in_task
+from ..errors import HoodieFormatError, HoodieUnplannedInputError, in_task
 from . import avro_envelope, events, json_envelope
 
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset")
@@ -184,15 +184,21 @@ class Flatten:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            table = events.flatten(pa.Table.from_batches([batch]), self.spec)
+            table = pa.Table.from_batches([batch])
+            if self.spec.known_schemas is not None and not pc.all(pc.equal(table["topic"], self.spec.topic)).as_py():
+                raise HoodieUnplannedInputError(f"a topic other than {self.spec.topic!r} in the micro-batch")
+            table = events.flatten(table, self.spec)
             if table.num_rows:
                 yield from table.to_batches()
 
 
 def flatten_topic(records, spec):
-    """The DataFrame of a topic's rows from `kafka_records` columns (all topics or that topic's)."""
+    """The DataFrame of a topic's rows from `kafka_records` columns (all topics or that topic's; with a plan made
+    from earlier micro-batches, `spec.known_schemas`, all of them must be that topic's)."""
     from pyspark.sql import functions as F
 
+    if spec.known_schemas is not None:
+        return records.mapInArrow(Flatten(spec), _spark_schema(spec.schema))
     rows = records.where(F.col("topic") == spec.topic)
     return rows.mapInArrow(Flatten(spec), _spark_schema(spec.schema))
 

@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ..errors import HoodieConfigError, HoodieError, HoodieFormatError, rebuild_task_error
+from ..errors import (
+    HoodieConfigError,
+    HoodieError,
+    HoodieFormatError,
+    HoodieUnplannedInputError,
+    rebuild_task_error,
+)
 from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema
 from ..format.writer import HoodieWriter
 from ..options import parse_options
@@ -122,10 +128,12 @@ class DebeziumSink:
         for topic in self.tables:  # options are checked now, not at the topic's first event
             self._table_options(topic, ["id"])
         self._sinks: dict[str, HoodieStreamSink] = {}
+        self._planned = None  # (topic, TopicSpec) when the last micro-batch held that topic alone
 
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_sinks"] = {}
+        state["_planned"] = None
         return state
 
     def __repr__(self) -> str:
@@ -179,6 +187,21 @@ class DebeziumSink:
 
     # -- the micro-batch -----------------------------------------------------------------------------------------
     def __call__(self, df: "DataFrame", batch_id: int) -> None:
+        if self._planned is not None:  # the topic and schemas of the last micro-batch: written in one pass
+            topic, spec = self._planned
+            try:
+                self._sink(topic, spec.key_fields)(
+                    kafka.flatten_topic(kafka.kafka_records(df, self.value_format), spec), batch_id
+                )
+                return
+            except HoodieUnplannedInputError as e:
+                log.info("micro-batch %s planned again: %s", batch_id, e)
+                self._planned = None
+        self._write_planned(df, batch_id)
+
+    def _write_planned(self, df, batch_id):
+        """The micro-batch read once (kept on the executors), its topics and schemas found by one small job, then
+        each topic's table written."""
         from pyspark import StorageLevel
 
         records = kafka.kafka_records(df, self.value_format).persist(StorageLevel.MEMORY_AND_DISK)
@@ -187,14 +210,23 @@ class DebeziumSink:
             with _task_errors():
                 found = kafka.discover(records, frozenset(self.schemas), self.value_format)
             plans = [(topic, self._spec(topic, entry)) for topic, entry in sorted(found.items())]
-            # every topic is decoded (and kept on the executors) before any table is written: a message that
-            # cannot be read stops the micro-batch with no table changed
+            plans = [(topic, spec) for topic, spec in plans if spec is not None]
+            if len(plans) == 1:  # one table: its own commit is atomic, the events are decoded as it writes them
+                topic, spec = plans[0]
+                self._sink(topic, spec.key_fields)(kafka.flatten_topic(records, spec), batch_id)
+                if len(found) == 1:  # the next micro-batch of this topic and schemas goes in one pass
+                    known = frozenset(t for t, _ in found[topic]["schemas"]) | frozenset(
+                        str(i) for i, _ in found[topic][kafka.VALUE_ID]
+                    )
+                    self._planned = (topic, dataclasses.replace(spec, known_schemas=known))
+                return
+            # several tables: every topic is decoded (and kept on the executors) before any table is written, so
+            # that a message that cannot be read stops the micro-batch with no table changed
             for topic, spec in plans:
-                if spec is not None:
-                    rows = kafka.flatten_topic(records, spec).persist(StorageLevel.MEMORY_AND_DISK)
-                    flattened.append((topic, spec, rows))
-                    with _task_errors():
-                        rows.count()
+                rows = kafka.flatten_topic(records, spec).persist(StorageLevel.MEMORY_AND_DISK)
+                flattened.append((topic, spec, rows))
+                with _task_errors():
+                    rows.count()
             for topic, spec, rows in flattened:
                 self._sink(topic, spec.key_fields)(rows, batch_id)
         finally:
