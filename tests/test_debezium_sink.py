@@ -3,6 +3,7 @@ through a streaming query, every table read by hudi-rs after every micro-batch a
 model of Debezium semantics (tests/debezium_model.py)."""
 
 import json
+import os
 
 import pytest
 
@@ -28,6 +29,8 @@ def write_batch(directory, index, records):
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f".batch-{index:04d}.json"
     tmp.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    stamp = 1_700_000_000 + index  # the file source takes files in modification-time order: one second apart
+    os.utime(tmp, (stamp, stamp))
     tmp.rename(directory / f"batch-{index:04d}.json")
 
 
