@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..chain.key_groups import key_group_expr
-from ..errors import in_task, task_errors_rebuilt
+from ..errors import HoodieError, in_task, task_errors_rebuilt
 from ..format.file_names import parse_log_file_name
 from ..format.fs_view import FileSlice, FileSystemView
 from ..format.markers import marker_dir
@@ -178,10 +178,13 @@ def _ordering_of(storage):
     """(ordering field, its column's DDL for the key rows) of a table ordered by event time, else (None, "")."""
     from pyspark.sql.pandas.types import from_arrow_type
 
-    mode, field = merge_mode(TableConfig.load(storage).props)
-    if mode != EVENT_TIME_ORDERING or not field:
+    try:
+        mode, field = merge_mode(TableConfig.load(storage).props)
+        schema = HoodieTable(storage).arrow_schema() if mode == EVENT_TIME_ORDERING and field else None
+    except HoodieError:  # an unreadable table: the rebuild's tasks say why, each reading its file slices
         return None, ""
-    schema = HoodieTable(storage).arrow_schema()
+    if schema is None:
+        return None, ""
     if field not in schema.names:
         return None, ""
     return field, f", {ORDERING} {from_arrow_type(schema.field(field).type).simpleString()}"

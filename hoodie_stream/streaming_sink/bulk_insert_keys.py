@@ -71,8 +71,9 @@ class WrittenKeys:
             return _written(table, tombstones=True), table.slice(0, 0)
         keys = table[LOOKUP].combine_chunks()
         hashes = key_index.key_hashes(keys)
+        tombstones = ORDERING in table.column_names  # deletes kept with their ordering value (event-time order)
         if len(np.unique(hashes)) == table.num_rows:  # distinct hashes: distinct keys, every run is the only one
-            return _written(table), table.slice(0, 0)
+            return _written(table, tombstones), table.slice(0, 0)
         sort_keys = [(LOOKUP, "ascending")]
         if ORDERING in table.column_names:
             sort_keys.append((ORDERING, "ascending"))
@@ -83,7 +84,7 @@ class WrittenKeys:
         lost[last] = False
         winners = table.take(pa.array(np.sort(last)))
         losers = table.filter(pa.array(lost))
-        return _written(winners, ORDERING in winners.column_names), _written(losers)
+        return _written(winners, tombstones), _written(losers)
 
 
 def _owned(values):
