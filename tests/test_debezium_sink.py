@@ -314,3 +314,24 @@ def test_a_new_schema_or_topic_in_a_one_topic_stream_is_planned_again(spark, tmp
     got = table_rows(rs_read(str(pg_path)), ["id"])
     assert sorted(got) == sorted(set(expected) | {(added["payload"]["after"]["id"],)})
     assert_table_matches(rs_read(str(my_path)), final_rows(my[:4], ["id"], "mysql"), ["id"], "mysql")
+
+
+def test_flatten_gives_a_topics_rows_as_the_model_says(spark):
+    from hoodie_stream.debezium import flatten
+
+    pg, my = load_set("pg_flink_products_schema.jsonl"), load_set("mysql_risingwave_customers_schema.jsonl")
+    df = kafka_df(spark, pg + my)
+    with pytest.raises(HoodieConfigError, match="holds the topics"):
+        flatten(df)
+    tables = {my[0]["topic"]: {"hoodie.datasource.write.recordkey.field": "id"}}
+    rows = flatten(df, my[0]["topic"], tables=tables).toArrow()
+    from debezium_model import event_row
+
+    expected = [e[3] for e in (event_row(r, ["id"], "mysql") for r in my) if e is not None]
+
+    def order_key(row):
+        return (row["_event_order"], row["id"], row["_change_operation_type"], row["_upstream_event_processed_ts_ms"])
+
+    assert rows.num_rows == len(expected)
+    for got, want in zip(sorted(rows.to_pylist(), key=order_key), sorted(expected, key=order_key)):
+        assert {k: _norm(got[k]) for k in want} == {k: _norm(v) for k, v in want.items()}

@@ -96,9 +96,9 @@ class TopicSpec:
     key_schema: dict | None = field(default=None)  # Connect struct schema of the key fields (from the row's fields)
     value_format: str = "json"  # "json" (Kafka Connect's JsonConverter) or "avro" (Confluent's wire format)
     avro_schemas: dict | None = None  # Avro: the schemas of the ids the micro-batch's values and keys name
-    # planned from an earlier micro-batch: the schema texts (JSON) the plan knows; None when the plan was made from
-    # this micro-batch. A message of another topic or schema raises HoodieUnplannedInputError
-    known_schemas: frozenset | None = None
+    # planned from an earlier micro-batch: the schema texts (JSON) or Avro ids the plan knows, in order; None when
+    # the plan was made from this micro-batch. A message of another topic or schema raises HoodieUnplannedInputError
+    known_schemas: tuple | None = None
 
 
 # -- schemas --------------------------------------------------------------------------------------------------------

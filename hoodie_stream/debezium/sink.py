@@ -215,7 +215,7 @@ class DebeziumSink:
                 topic, spec = plans[0]
                 self._sink(topic, spec.key_fields)(kafka.flatten_topic(records, spec), batch_id)
                 if len(found) == 1:  # the next micro-batch of this topic and schemas goes in one pass
-                    known = frozenset(t for t, _ in found[topic]["schemas"]) | frozenset(
+                    known = tuple(t for t, _ in found[topic]["schemas"]) + tuple(
                         str(i) for i, _ in found[topic][kafka.VALUE_ID]
                     )
                     self._planned = (topic, dataclasses.replace(spec, known_schemas=known))
