@@ -236,6 +236,18 @@ class SinkOptions:
         "hoodie.datasource.write.keygenerator.consistent.logical.timestamp.enabled", "false", boolean
     )
     payload_class: str | None = option("hoodie.datasource.write.payload.class", None, text)
+    partial_update_mode: str = option(
+        "hoodie.write.partial.update.mode",
+        "NONE",
+        one_of(("NONE", "IGNORE_MARKERS"), str.upper),
+        "IGNORE_MARKERS: a string or binary column holding the marker keeps the value stored for the key",
+    )
+    partial_custom_marker: str = option(
+        "hoodie.write.partial.custom.marker",
+        "__debezium_unavailable_value",
+        text,
+        "the marker of IGNORE_MARKERS; `hex:<octets>` gives binary columns' marker in hex",
+    )
     operation: str = option("hoodie.datasource.write.operation", "upsert", one_of(OPERATIONS, str.lower))
     checkpoint_identifier: str = option(
         "hoodie.datasource.write.streaming.checkpoint.identifier", "default_single_writer", text

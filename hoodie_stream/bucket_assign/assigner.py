@@ -25,8 +25,10 @@ from ..chain.columns import DELETE, FILE_ID, KEY, KEY_GROUP, KIND, PARTITION, SE
 from ..chain.stages import AssignSpec, BatchContext
 from ..checkpoints import index_state, key_index
 from ..errors import HoodieUsageError, in_task
+from ..format.reader import HoodieTable
 from ..format.runs import run_ends, runs
 from ..storage import LocalStorage, Storage
+from . import markers as markers_fill
 from .small_files import owner_task
 
 LOOKUP, LOOKUP_HASH = "__hs_lookup", "__hs_lookup_hash"  # index key of a row and its key_hashes, within a chunk
@@ -47,14 +49,15 @@ def new_file_id(instant, task, partition, n, num_tasks):
         salt += 1
 
 
-def precombine(table, ordering_field, event_time):
+def precombine(table, ordering_field, event_time, markers=()):
     """One record per key: the greatest (ordering, seq) with event time, else the greatest seq. When the keys are
     already unique (and the key groups grouped, as the assigner's input is) the table is returned as it is;
-    otherwise the result is sorted by key group (a key always hashes to the same group), then key."""
-    return _precombined(table, ordering_field, event_time)[0]
+    otherwise the result is sorted by key group (a key always hashes to the same group), then key. `markers`:
+    partial-update markers the winner fills from its key's earlier versions (markers.py)."""
+    return _precombined(table, ordering_field, event_time, markers)[0]
 
 
-def _precombined(table, ordering_field, event_time):
+def _precombined(table, ordering_field, event_time, markers=()):
     """(precombined table, key_hashes of its keys when computed on the way, else None)."""
     if table.num_rows <= 1:
         return table, None
@@ -72,7 +75,10 @@ def _precombined(table, ordering_field, event_time):
     keys.append((SEQ, "ascending", "at_start"))
     order = pc.sort_indices(table, sort_keys=keys)
     sorted_keys = pc.take(table[KEY], order).combine_chunks()
-    return table.take(pc.take(order, pa.array(run_ends(sorted_keys)))), None
+    ends = run_ends(sorted_keys)
+    if markers:
+        return markers_fill.fill_runs(table.take(order), ends, markers), None
+    return table.take(pc.take(order, pa.array(ends))), None
 
 
 class BucketAssigner:
@@ -122,7 +128,7 @@ class BucketAssigner:
         return pc.binary_join_element_wise(table[PARTITION], table[KEY], "\u0001")
 
     def assign(self, table, task):
-        table, key_hashes = _precombined(table, self.context.ordering_field, self.spec.event_time)
+        table, key_hashes = _precombined(table, self.context.ordering_field, self.spec.event_time, self.spec.markers)
         groups, bounds = runs(table[KEY_GROUP].combine_chunks())
         if self._index_storage is None and groups:
             self._index_storage = index_storage(self.context.storage, groups[0])
@@ -175,6 +181,10 @@ class BucketAssigner:
                 keep = pc.invert(late)
                 table, found, stored = table.filter(keep), pc.filter(found, keep), pc.filter(stored, keep)
                 old_partition, old_file = pc.filter(old_partition, keep), pc.filter(old_file, keep)
+        if self.spec.markers and groups and self.context.operation != "insert":
+            table = markers_fill.fill_stored(
+                table, found, old_partition, old_file, self.spec.markers, self._read_file_groups
+            )
         is_delete = table[DELETE]
         moved = pc.and_(found, pc.not_equal(old_partition, table[PARTITION]))
         moved = pc.fill_null(moved, False)
@@ -230,6 +240,10 @@ class BucketAssigner:
         columns = [*self.context.data_columns, KEY, PARTITION, FILE_ID, KIND, SEQ]
         out = pa.concat_tables([p.select(columns) for p in parts])
         return out.append_column(WRITE_TASK, self.spec.write_plan.tags(out[FILE_ID]))
+
+    def _read_file_groups(self, groups):
+        """The merged latest records of file groups of the table (for partial-update markers)."""
+        return HoodieTable(self.context.storage).read_file_groups(groups)
 
     def _pack_inserts(self, inserts, task):
         """Fill this task's small file groups of each partition, then new file groups, in (key group, key) order.

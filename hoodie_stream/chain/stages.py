@@ -59,6 +59,9 @@ class AssignSpec:
     new_file_capacity: int  # records a new file group is opened for (at least 1)
     num_tasks: int  # bucket-assign tasks of the stage
     write_plan: FileGroupRouting  # the write task of each file group
+    # hoodie.write.partial.update.mode=IGNORE_MARKERS: (column, marker) of the string and binary columns whose
+    # marker value keeps the value stored for the key (bucket_assign/markers.py)
+    markers: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "new_file_capacity", max(1, int(self.new_file_capacity)))

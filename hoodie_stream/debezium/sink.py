@@ -167,6 +167,8 @@ class DebeziumSink:
             given.pop(key, None)
         if "hoodie.table.name" not in given:
             given["hoodie.table.name"] = table_name(topic)
+        # Debezium's placeholder of an unchanged TOASTed column keeps the stored value (hoodie.write.partial.*)
+        given.setdefault("hoodie.write.partial.update.mode", "IGNORE_MARKERS")
         given.setdefault(RECORD_KEY, ",".join(key_fields))
         for key, value in (
             ("hoodie.datasource.write.precombine.field", events.ORDER),

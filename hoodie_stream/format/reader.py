@@ -116,6 +116,10 @@ class HoodieTable:
             table = table.drop_columns([c for c in META_FIELDS if c in table.column_names])
         return _project(_filter(table, filters), columns)
 
+    def read_file_groups(self, file_ids: AbstractSet[tuple[str, str]]) -> pa.Table:
+        """The merged latest records of the file groups `{(partition path, file id)}`, meta columns first."""
+        return self._read_snapshot(None, file_ids=set(file_ids))
+
     def _read_snapshot(self, as_of, read_optimized=False, file_ids=None, window=None):
         """Merged latest slices as of `as_of`; with `window` (a set of instants) only the base files and log
         blocks written by those instants take part, as hudi-rs reads incremental windows."""

@@ -1,0 +1,101 @@
+"""Partial updates by marker (`hoodie.write.partial.update.mode=IGNORE_MARKERS`): a string or binary column whose value
+is the marker (Debezium's `__debezium_unavailable_value` for an unchanged TOASTed PostgreSQL column) keeps the value
+the table holds for the key. Resolved at write time, so every reader sees the real value:
+
+- inside a micro-batch, when a key's versions are pre-combined, a marker in the winner takes the value of the key's
+  latest earlier version in the batch that has one (`fill_runs`);
+- a marker still left in a version of a key the table holds takes the stored value, read from the key's file group
+  (its latest merged slice as of the committed instants; `fill_stored`).
+
+A marker in a key the table does not hold stays as it is (there is nothing to keep).
+"""
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..chain.columns import KEY
+
+HEX = "hex:"
+
+
+def column_markers(schema, marker):
+    """((column, marker value), ...) of the string and binary columns of an Arrow schema: the marker's text for
+    strings, its bytes for binaries (`hex:<octets>` gives them in hex; strings then compare with their UTF-8)."""
+    if marker.startswith(HEX):
+        raw = bytes.fromhex(marker[len(HEX) :])
+        text = raw.decode("utf-8", errors="replace")
+    else:
+        raw, text = marker.encode("utf-8"), marker
+    out = []
+    for f in schema:
+        if f.name.startswith("_hoodie_"):
+            continue
+        if pa.types.is_string(f.type) or pa.types.is_large_string(f.type):
+            out.append((f.name, text))
+        elif pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type):
+            out.append((f.name, raw))
+    return tuple(out)
+
+
+def marked(column, value):
+    """Boolean numpy mask of the values equal to the marker."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    return pc.fill_null(pc.equal(column, pa.scalar(value, column.type)), False).to_numpy(zero_copy_only=False)
+
+
+def fill_runs(table, ends, markers):
+    """`table` sorted by key then arrival (runs of one key, `ends` the last row of each run): the rows at `ends`
+    with each marker replaced by the latest earlier value of the run that is not the marker."""
+    winners = table.take(pa.array(ends))
+    starts = np.concatenate([[0], np.asarray(ends[:-1]) + 1]) if len(ends) else np.zeros(0, np.int64)
+    for name, value in markers:
+        if name not in table.column_names:
+            continue
+        mask = marked(table[name], value)
+        if not mask[ends].any():
+            continue
+        positions = np.where(mask, -1, np.arange(table.num_rows))
+        latest = np.maximum.accumulate(positions)  # the last unmarked row up to each row
+        source = latest[ends]
+        usable = mask[ends] & (source >= starts)
+        take = np.where(usable, source, ends)
+        column = table[name].combine_chunks()
+        winners = winners.set_column(winners.column_names.index(name), name, column.take(pa.array(take)))
+    return winners
+
+
+def fill_stored(table, found, old_partitions, old_files, markers, read_file_groups):
+    """Markers left in rows of keys the table holds (`found`, with their file group) replaced by the stored
+    values; `read_file_groups({(partition, file id)})` gives the merged latest records of those file groups."""
+    if isinstance(found, (pa.Array, pa.ChunkedArray)):
+        found = pc.fill_null(found, False).to_numpy(zero_copy_only=False)
+    need = np.zeros(table.num_rows, bool)
+    masks = {}
+    for name, value in markers:
+        if name in table.column_names:
+            masks[name] = marked(table[name], value)
+            need |= masks[name]
+    need &= np.asarray(found, bool)
+    if not need.any():
+        return table
+    rows = np.flatnonzero(need)
+    groups = set(
+        zip(pc.take(old_partitions, pa.array(rows)).to_pylist(), pc.take(old_files, pa.array(rows)).to_pylist())
+    )
+    stored = read_file_groups(groups)
+    keys = table[KEY].combine_chunks()
+    at = pc.index_in(keys, value_set=stored[KEY].combine_chunks()).to_numpy(zero_copy_only=False)
+    present = ~np.isnan(at) if at.dtype.kind == "f" else np.ones(len(at), bool)
+    index = np.where(present, np.nan_to_num(at, nan=0), 0).astype(np.int64) if at.dtype.kind == "f" else at
+    for name, mask in masks.items():
+        replace = mask & need & present
+        if not replace.any() or name not in stored.column_names:
+            continue
+        values = stored[name].combine_chunks().take(pa.array(np.where(replace, index, 0)))
+        column = table[name].combine_chunks()
+        if not values.type.equals(column.type):
+            values = values.cast(column.type)
+        table = table.set_column(table.column_names.index(name), name, pc.if_else(pa.array(replace), values, column))
+    return table

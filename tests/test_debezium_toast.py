@@ -1,0 +1,89 @@
+"""TOAST: a column holding Debezium's placeholder (`__debezium_unavailable_value`, or a custom one, `hex:` for
+binary) keeps the value stored for its key, resolved when the table is written, so that hudi-rs reads the real value.
+The update is the real message of tests/data/debezium/pg_toast_authors_noschema.jsonl (PostgreSQL, replica identity
+DEFAULT, `biography` TOASTed and unchanged); the insert before it is that message made an insert with the value."""
+
+import base64
+import json
+
+from debezium_model import KAFKA_DDL, load_set
+from hoodie_stream import DebeziumSink, HoodieStreamSink
+from hoodie_stream.debezium import table_name
+from oracle import rs_read
+from test_debezium_events import AUTHORS
+
+PLACEHOLDER = "__debezium_unavailable_value"
+AUTHORS_WITH_PHOTO = dict(AUTHORS, fields=AUTHORS["fields"] + [{"type": "bytes", "optional": True, "field": "photo"}])
+
+
+def records(spark, rows):
+    return spark.createDataFrame(
+        [tuple(r[c] for c in ("key", "value", "topic", "partition", "offset")) for r in rows], KAFKA_DDL
+    )
+
+
+def events():
+    """(insert with the real values, the real update with the placeholder, a later update with the placeholder)."""
+    update = load_set("pg_toast_authors_noschema.jsonl")[0]
+    event = json.loads(update["value"])
+    assert event["after"]["biography"] == PLACEHOLDER
+    photo = base64.b64encode(b"\x89PNG...").decode()
+    insert = json.loads(update["value"])
+    insert.update(op="c", before=None)
+    insert["after"] = dict(insert["after"], biography="Tom Wolfe wrote The Right Stuff.", photo=photo)
+    insert["source"] = dict(insert["source"], lsn=insert["source"]["lsn"] - 1000)
+    event["after"]["photo"] = base64.b64encode(PLACEHOLDER.encode()).decode()
+    later = json.loads(json.dumps(event))
+    later["after"]["last_name"] = "Wolfe Jr."
+    later["source"] = dict(later["source"], lsn=later["source"]["lsn"] + 10)
+    topic = update["topic"]
+    return [
+        {"key": update["key"], "value": json.dumps(e), "topic": topic, "partition": 0, "offset": i}
+        for i, e in enumerate((insert, event, later))
+    ]
+
+
+def test_the_placeholder_keeps_the_stored_value_across_and_within_micro_batches(spark, tmp_path):
+    rows = events()
+    topic = rows[0]["topic"]
+    sink = DebeziumSink(str(tmp_path / "lake"), schemas={topic: AUTHORS_WITH_PHOTO})
+    path = str(tmp_path / "lake" / table_name(topic))
+    sink(records(spark, rows[:1]), 0)
+    sink(records(spark, rows[1:2]), 1)  # the real update: biography and photo unavailable
+    (row,) = rs_read(path).to_pylist()
+    assert row["biography"] == "Tom Wolfe wrote The Right Stuff." and row["photo"] == b"\x89PNG..."
+    assert row["_change_operation_type"] == "u"
+    sink(records(spark, rows[2:]), 2)
+    (row,) = rs_read(path).to_pylist()
+    assert (row["last_name"], row["biography"], row["photo"]) == (
+        "Wolfe Jr.",
+        "Tom Wolfe wrote The Right Stuff.",
+        b"\x89PNG...",
+    )
+    sink.close()
+    # within one micro-batch (the insert and both updates together, after a first batch of another key)
+    other = DebeziumSink(str(tmp_path / "lake2"), schemas={topic: AUTHORS_WITH_PHOTO})
+    first = json.loads(rows[0]["value"])
+    first["after"] = dict(first["after"], id=7)
+    other(records(spark, [dict(rows[0], key='{"id":7}', value=json.dumps(first))]), 0)
+    other(records(spark, rows), 1)
+    got = {r["id"]: r for r in rs_read(str(tmp_path / "lake2" / table_name(topic))).to_pylist()}
+    assert got[1001]["biography"] == "Tom Wolfe wrote The Right Stuff." and got[1001]["last_name"] == "Wolfe Jr."
+    other.close()
+
+
+def test_a_custom_marker_in_hex_for_binary_columns_in_the_plain_sink(spark, tmp_path):
+    options = {
+        "hoodie.table.name": "t",
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.precombine.field": "ts",
+        "hoodie.write.partial.update.mode": "IGNORE_MARKERS",
+        "hoodie.write.partial.custom.marker": "hex:00ff",
+    }
+    sink = HoodieStreamSink(str(tmp_path / "t"), options)
+    ddl = "id long, ts long, blob binary, note string"
+    sink(spark.createDataFrame([(1, 1, b"real", "kept"), (2, 1, b"two", "x")], ddl), 0)
+    sink(spark.createDataFrame([(1, 2, b"\x00\xff", "\x00\ufffd"), (2, 2, b"\x00\xff", "\u00ff")], ddl), 1)
+    got = {r["id"]: (r["blob"], r["note"]) for r in rs_read(str(tmp_path / "t")).to_pylist()}
+    assert got == {1: (b"real", "kept"), 2: (b"two", "\u00ff")}
+    sink.close()
