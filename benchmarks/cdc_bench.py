@@ -6,10 +6,12 @@ events are written once as Kafka-source rows (key, value, topic, partition, offs
 messages with their schema, and in Confluent's Avro wire format. Each run streams them into a new table: DebeziumSink
 (JSON), DebeziumSink (Avro), and the baseline, HoodieStreamSink writing the rows `hoodie_stream.debezium.flatten`
 made of the same events (flattened before the clock starts; same options: record key, `_event_order` ordering,
-DefaultHoodieRecordPayload). Prints seconds per CDC micro-batch (median), events/s and the ratio of the baseline's
+DefaultHoodieRecordPayload). A last run streams the same events as JSON with `--toast` of the updates carrying
+Debezium's placeholder of an unchanged TOASTed column in `status` (the stored value is read back from the key's file
+group: what TOAST costs). Prints seconds per CDC micro-batch (median), events/s and the ratio of the baseline's
 time to each DebeziumSink run's (goal: at least 0.7).
 
-Run: python benchmarks/cdc_bench.py [--initial 200000] [--events 100000] [--batches 4]
+Run: python benchmarks/cdc_bench.py [--initial 200000] [--events 100000] [--batches 4] [--toast 0.2]
 """
 
 import argparse
@@ -142,7 +144,8 @@ AVRO_SCHEMA = {
     ],
 }
 AVRO_KEY = {"type": "record", "name": "Key", "namespace": TOPIC, "fields": [{"name": "id", "type": "long"}]}
-OPTIONS = {"compaction.schedule.enabled": "false"}  # table services aside: the write path is measured
+OPTIONS = {"compaction.schedule.enabled": "false"}
+PLACEHOLDER = "__debezium_unavailable_value"  # table services aside: the write path is measured
 
 
 def unscaled(cents):
@@ -276,6 +279,7 @@ def main(argv=None):
     parser.add_argument("--initial", type=int, default=200_000, help="events of the first (bulk) micro-batch")
     parser.add_argument("--events", type=int, default=100_000, help="events per CDC micro-batch")
     parser.add_argument("--batches", type=int, default=4, help="CDC micro-batches")
+    parser.add_argument("--toast", type=float, default=0.2, help="fraction of updates with a TOAST placeholder")
     args = parser.parse_args(argv)
     from hoodie_stream import DebeziumSink, HoodieStreamSink
     from hoodie_stream.debezium import flatten
@@ -285,9 +289,18 @@ def main(argv=None):
     try:
         gen = Events()
         batches = [gen.initial(args.initial)] + [gen.batch(args.events) for _ in range(args.batches)]
-        dirs = {fmt: [] for fmt in ("json", "avro", "rows")}
+        dirs = {fmt: [] for fmt in ("json", "avro", "rows", "toast")}
         offset = 0
+        rng = np.random.default_rng(11)
         for b, events in enumerate(batches):
+            toasted = [
+                (op, key, dict(row, status=PLACEHOLDER) if op == "u" and rng.random() < args.toast else row, lsn)
+                for op, key, row, lsn in events
+            ]
+            d = work / "toast" / f"{b:03d}"
+            d.mkdir(parents=True)
+            pq.write_table(kafka_rows(toasted, offset, "json"), d / "part-0.parquet")
+            dirs["toast"].append(d)
             for fmt in ("json", "avro"):
                 d = work / fmt / f"{b:03d}"
                 d.mkdir(parents=True)
@@ -323,8 +336,11 @@ def main(argv=None):
                 schemas={1: AVRO_SCHEMA, 2: AVRO_KEY} if fmt == "avro" else None,
             )
             runs[f"DebeziumSink ({fmt})"] = timed_run(spark, sink, dirs[fmt])
+        sink = DebeziumSink(str(work / "lake-toast"), OPTIONS)
+        toast_times = timed_run(spark, sink, dirs["toast"])
         baseline = HoodieStreamSink(str(work / "lake-rows" / "orders"), baseline_options())
         runs["HoodieStreamSink (flattened rows)"] = base = timed_run(spark, baseline, dirs["rows"])
+        runs[f"DebeziumSink (json, {args.toast:.0%} of updates TOAST)"] = toast_times
         print(f"initial load {args.initial:,} events, then {args.batches} CDC micro-batches of {args.events:,} events")
         base_cdc = statistics.median(base[1:])
         for name, times in runs.items():
