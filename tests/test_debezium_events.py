@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from debezium_model import event_row, load_set, order_value
-from hoodie_stream.debezium import events, json_envelope
+from hoodie_stream.debezium import events, json_envelope, types
 from hoodie_stream.errors import HoodieFormatError
 from oracle import _norm
 
@@ -243,3 +243,55 @@ def test_mysql_seq_is_hudis_and_bad_positions_are_named():
         events.mysql_order(
             pa.array(["b.1", "b.2"]), pa.array([1, -3]), pa.array([0, 0], pa.int32()), lambda i: f"record {i}"
         )
+
+
+DDL_SETS = [  # (bare set, its row as a Spark DDL, record key, the Connect schema the model reads it with)
+    (
+        "pg_flink_products_noschema.jsonl",
+        "id INT NOT NULL, name STRING, description STRING, weight DOUBLE",
+        ["id"],
+        "pg_flink_products_schema.jsonl",
+    ),
+    (
+        "mysql_risingwave_customers_noschema.jsonl",
+        "id INT NOT NULL, first_name STRING, last_name STRING, email STRING",
+        ["id"],
+        "mysql_risingwave_customers_schema.jsonl",
+    ),
+    (
+        "pg_toast_authors_noschema.jsonl",
+        "id INT NOT NULL, first_name STRING, last_name STRING, biography STRING, dob TIMESTAMP_NTZ",
+        ["id"],
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "key", "twin"), DDL_SETS, ids=[s[0] for s in DDL_SETS])
+def test_bare_sets_flatten_with_a_spark_ddl_of_the_row(name, text, key, twin):
+    from hoodie_stream.debezium import ddl
+
+    records = load_set(name)
+    envelope = events.bare_envelope(ddl.row_schema(text, "test"))
+    spec = events.topic_spec(records[0]["topic"], [(envelope, "given")], key, value_schema=envelope)
+    out = events.flatten(kafka_table(records), spec)
+    model_schema = embedded_schemas(load_set(twin))[0][0] if twin else events.bare_envelope(AUTHORS)
+    assert_rows_match_model(records, out, key, spec.connector, model_schema)
+
+
+def test_a_ddl_decimal_reads_base64_and_numbers_and_other_types_are_refused_by_name():
+    from hoodie_stream.debezium import ddl
+    from hoodie_stream.errors import HoodieConfigError
+
+    row = ddl.row_schema("id BIGINT NOT NULL, price DECIMAL(10, 2), at TIMESTAMP, d DATE", "t")
+    assert [(f["field"], f["type"], f.get("name")) for f in row["fields"]] == [
+        ("id", "int64", None),
+        ("price", "bytes", types.CONNECT_DECIMAL),
+        ("at", "string", types.ZONED_TIMESTAMP),
+        ("d", "int32", "io.debezium.time.Date"),
+    ]
+    price = row["fields"][1]
+    assert types.decode(pa.array(["AeI6"]), price).to_pylist() == [decimal.Decimal("1234.50")]
+    assert types.decode(pa.array([1234.5]), price).to_pylist() == [decimal.Decimal("1234.50")]
+    with pytest.raises(HoodieConfigError, match="column 'tags' of type MAP has no default Debezium encoding"):
+        ddl.row_schema("id INT, tags MAP<STRING, STRING>", "t")

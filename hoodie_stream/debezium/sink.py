@@ -31,7 +31,7 @@ from ..format.writer import HoodieWriter
 from ..options import parse_options
 from ..storage import storage_for
 from ..streaming_sink.sink import HoodieStreamSink
-from . import avro_envelope, events, kafka
+from . import avro_envelope, ddl, events, kafka
 from .schema_registry import SchemaRegistry
 
 if TYPE_CHECKING:
@@ -101,7 +101,8 @@ class DebeziumSink:
         `.message` (`fail` or `skip`) and `.variable.scale.decimal` (`precision,scale` or `string`); `tables`:
         per topic, `path`, `hoodie.table.name` and any sink option; `value_format`: "json" (Kafka Connect's
         JsonConverter) or "avro" (Confluent's wire format); `schemas`: for JSON, per topic, the Connect schema (JSON
-        text or dict) of messages written without one (`schemas.enable=false`), the envelope's or the row's; for
+        text or dict) of messages written without one (`schemas.enable=false`), the envelope's or the row's, or a
+        Spark DDL of the row (ddl.py: Debezium's default encoding of each type); for
         Avro, the Avro schemas by id (else, or also, fetched from `schema_registry_url`)."""
         if value_format not in VALUE_FORMATS:
             raise HoodieConfigError(
@@ -122,6 +123,8 @@ class DebeziumSink:
         else:
             for topic, schema in (schemas or {}).items():
                 try:
+                    if ddl.looks_like_ddl(schema):
+                        schema = ddl.row_schema(schema, f"schemas[{topic!r}]")
                     self.schemas[str(topic)] = events.bare_envelope(schema)
                 except (ValueError, HoodieFormatError) as e:
                     raise HoodieConfigError(f"schemas[{topic!r}]: {e}") from None
