@@ -23,6 +23,7 @@ naming topic, partition and offset (`fail`, the default for truncate) or are ski
 messages).
 """
 
+import functools
 import json
 from dataclasses import dataclass, field
 
@@ -35,6 +36,7 @@ from . import avro_envelope, json_envelope, types
 
 POSTGRESQL, MYSQL = "postgresql", "mysql"
 ORDER = "_event_order"
+SCHEMA_CODE = "__hs_schema"  # a message cut to its payload by Spark: its schema's position in known_schemas
 ORDER_TYPE = pa.decimal128(38, 0)
 IS_DELETED = "_hoodie_is_deleted"
 OP = "_change_operation_type"
@@ -251,7 +253,10 @@ def flatten(records, spec):
     if len(values) == 0:
         return spec.schema.empty_table()
     try:
-        groups = _groups(values, spec)
+        if SCHEMA_CODE in records.column_names:
+            groups = _cut_groups(values, records[SCHEMA_CODE].combine_chunks(), spec)
+        else:
+            groups = _groups(values, spec)
     except HoodieUnplannedInputError:
         raise
     except HoodieFormatError as e:
@@ -546,6 +551,26 @@ def _groups(values, spec):
             error.message_row = int(rows[0])
             raise error from None
         groups.append((schema, rows, _payloads(payloads.take(pa.array(rows)), schema, rows, "error")))
+    return groups
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_schema(text):
+    return json.loads(text)
+
+
+def _cut_groups(payloads, codes, spec):
+    """Groups of the messages Spark cut to their payload (kafka._cut_by_schema), by the schema codes it gave."""
+    codes = pc.fill_null(codes, -1).to_numpy(zero_copy_only=False)
+    if (codes < 0).any():
+        raise HoodieUnplannedInputError(f"topic {spec.topic!r}: a schema the plan does not know")
+    groups = []
+    distinct, first = np.unique(codes, return_index=True)
+    for code in distinct[np.argsort(first)]:
+        rows = np.flatnonzero(codes == code)
+        schema = _parsed_schema(spec.known_schemas[int(code)])
+        texts = payloads if len(rows) == len(payloads) else payloads.take(pa.array(rows))
+        groups.append((schema, rows, _payloads(texts, schema, rows, "error")))
     return groups
 
 

@@ -198,9 +198,39 @@ def flatten_topic(records, spec):
     from pyspark.sql import functions as F
 
     if spec.known_schemas is not None:
+        if spec.value_format == "json" and spec.value_schema is None and spec.known_schemas:
+            records = _cut_by_schema(records, spec.known_schemas)
         return records.mapInArrow(Flatten(spec), _spark_schema(spec.schema))
     rows = records.where(F.col("topic") == spec.topic)
     return rows.mapInArrow(Flatten(spec), _spark_schema(spec.schema))
+
+
+def _cut_by_schema(records, known):
+    """JsonConverter messages of known schemas cut to their payload by Spark, on their bytes (each message's first
+    bytes compared with each schema's `{"schema":...,"payload":` prefix, then a byte substring), with the schema's
+    position in `known` (events.SCHEMA_CODE; -1 for a message of another schema, left whole): the schema, most of a
+    message's bytes, never reaches the Python workers. (On text, Spark's substring counts characters: 4x slower.)"""
+    from pyspark.sql import functions as F
+
+    raw = F.col("value").cast("binary")
+    closed = F.substring(raw, -1, 1) == F.lit(bytearray(b"}"))
+    code, payload = F.lit(-1), raw
+    for i, text in enumerate(known):
+        prefix = ('{"schema":' + text + ',"payload":').encode("utf-8")
+        hit = (F.substring(raw, 1, len(prefix)) == F.lit(bytearray(prefix))) & closed
+        start = len(prefix) + 1  # Spark's substring counts from 1
+        code = F.when(hit, F.lit(i)).otherwise(code)
+        payload = F.when(
+            hit, F.expr(f"substr(cast(value as binary), {start}, length(cast(value as binary)) - {start})")
+        ).otherwise(payload)
+    return records.select(
+        "key",
+        payload.cast("string").alias("value"),
+        "topic",
+        "partition",
+        "offset",
+        code.cast("int").alias(events.SCHEMA_CODE),
+    )
 
 
 def _spark_schema(schema):
