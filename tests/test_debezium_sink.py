@@ -193,7 +193,7 @@ def snapshot(path):
     return sorted(
         (str(p.relative_to(path)), p.stat().st_size)
         for p in path.rglob("*")
-        if p.is_file() and ".hoodie/.index" not in str(p) and "/.temp" not in str(p) and ".lock" not in p.name
+        if p.is_file() and ".hoodie/.index" not in str(p) and "/.temp" not in str(p) and "/.locks/" not in str(p)
     )
 
 
