@@ -8,10 +8,11 @@ messages with their schema, and in Confluent's Avro wire format. Each run stream
 made of the same events (flattened before the clock starts; same options: record key, `_event_order` ordering,
 DefaultHoodieRecordPayload). A last run streams the same events as JSON with `--toast` of the updates carrying
 Debezium's placeholder of an unchanged TOASTed column in `status` (the stored value is read back from the key's file
-group: what TOAST costs). Prints seconds per CDC micro-batch (median), events/s and the ratio of the baseline's
-time to each DebeziumSink run's (goal: at least 0.7).
+group: what TOAST costs). Every system runs once per round (`--rounds`, the order reversed every other round: a
+later run finds the JVM warmer). Prints seconds per CDC micro-batch (median over the rounds), events/s and the ratio
+of the baseline's time to each DebeziumSink run's (goal: at least 0.7).
 
-Run: python benchmarks/cdc_bench.py [--initial 200000] [--events 100000] [--batches 4] [--toast 0.2]
+Run: python benchmarks/cdc_bench.py [--initial 200000] [--events 100000] [--batches 4] [--toast 0.2] [--rounds 2]
 """
 
 import argparse
@@ -274,12 +275,18 @@ def timed_run(spark, sink, dirs):
     return times
 
 
+def _medians(rounds):
+    """(median CDC micro-batch, median initial load) of a system's runs: each run's times, initial load first."""
+    return statistics.median(t for times in rounds for t in times[1:]), statistics.median(t[0] for t in rounds)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--initial", type=int, default=200_000, help="events of the first (bulk) micro-batch")
     parser.add_argument("--events", type=int, default=100_000, help="events per CDC micro-batch")
     parser.add_argument("--batches", type=int, default=4, help="CDC micro-batches")
     parser.add_argument("--toast", type=float, default=0.2, help="fraction of updates with a TOAST placeholder")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of every system, the order reversed each round")
     args = parser.parse_args(argv)
     from hoodie_stream import DebeziumSink, HoodieStreamSink
     from hoodie_stream.debezium import flatten
@@ -327,27 +334,39 @@ def main(argv=None):
                     schemas={1: AVRO_SCHEMA, 2: AVRO_KEY} if fmt == "avro" else None,
                 )
             timed_run(spark, warm, small)
-        runs = {}
-        for fmt in ("json", "avro"):
-            sink = DebeziumSink(
-                str(work / f"lake-{fmt}"),
-                OPTIONS,
-                value_format=fmt,
-                schemas={1: AVRO_SCHEMA, 2: AVRO_KEY} if fmt == "avro" else None,
-            )
-            runs[f"DebeziumSink ({fmt})"] = timed_run(spark, sink, dirs[fmt])
-        sink = DebeziumSink(str(work / "lake-toast"), OPTIONS)
-        toast_times = timed_run(spark, sink, dirs["toast"])
-        baseline = HoodieStreamSink(str(work / "lake-rows" / "orders"), baseline_options())
-        runs["HoodieStreamSink (flattened rows)"] = base = timed_run(spark, baseline, dirs["rows"])
-        runs[f"DebeziumSink (json, {args.toast:.0%} of updates TOAST)"] = toast_times
-        print(f"initial load {args.initial:,} events, then {args.batches} CDC micro-batches of {args.events:,} events")
-        base_cdc = statistics.median(base[1:])
+        systems = {
+            "DebeziumSink (json)": ("json", lambda lake: DebeziumSink(lake, OPTIONS)),
+            "DebeziumSink (avro)": (
+                "avro",
+                lambda lake: DebeziumSink(lake, OPTIONS, value_format="avro", schemas={1: AVRO_SCHEMA, 2: AVRO_KEY}),
+            ),
+            "HoodieStreamSink (flattened rows)": (
+                "rows",
+                lambda lake: HoodieStreamSink(f"{lake}/orders", baseline_options()),
+            ),
+            f"DebeziumSink (json, {args.toast:.0%} of updates TOAST)": (
+                "toast",
+                lambda lake: DebeziumSink(lake, OPTIONS),
+            ),
+        }
+        # every system once per round, into a new table, the order reversed every other round (a later run finds
+        # the JVM warmer)
+        runs = {name: [] for name in systems}
+        for r in range(args.rounds):
+            for name in list(systems)[:: -1 if r % 2 else 1]:
+                data, make = systems[name]
+                runs[name].append(timed_run(spark, make(str(work / f"lake-{data}-{r}")), dirs[data]))
+        base = runs["HoodieStreamSink (flattened rows)"]
+        print(
+            f"initial load {args.initial:,} events, then {args.batches} CDC micro-batches of {args.events:,} events; "
+            f"{args.rounds} round(s), medians over them"
+        )
+        base_cdc, base_initial = _medians(base)
         for name, times in runs.items():
-            cdc = statistics.median(times[1:])
+            cdc, initial = _medians(times)
             print(
-                f"  {name:36s} initial {times[0]:6.2f} s   CDC batch {cdc:6.2f} s  {args.events / cdc:10,.0f} "
-                f"events/s   ratio {base_cdc / cdc:4.2f}x (initial {base[0] / times[0]:4.2f}x)"
+                f"  {name:36s} initial {initial:6.2f} s   CDC batch {cdc:6.2f} s  {args.events / cdc:10,.0f} "
+                f"events/s   ratio {base_cdc / cdc:4.2f}x (initial {base_initial / initial:4.2f}x)"
             )
     finally:
         spark.stop()

@@ -89,6 +89,7 @@ class BucketAssigner:
         self.spec = spec
         self._slots: dict[str, dict] = {}  # partition -> open file groups of this task, consumed across chunks
         self._index_storage: Storage | None = None  # the index state's storage for this task (ListedIndex)
+        self._table: HoodieTable | None = None  # the table as this task first read it (partial-update markers)
 
     @in_task
     def __call__(self, batches):
@@ -98,6 +99,7 @@ class BucketAssigner:
         task = ctx.partitionId() if ctx is not None else 0
         self._slots = {}
         self._index_storage = None
+        self._table = None
         with worker_memory.task(self.context.release_memory):
             # the input arrives sorted by key group: rows are assigned in chunks of whole key groups of about
             # ASSIGN_CHUNK_BYTES, so the task never holds its whole input (a key's rows are always in one chunk)
@@ -163,7 +165,7 @@ class BucketAssigner:
                 index = indexes[kg]
                 if ordered:
                     f, p, fid, values = index.lookup_ordering(lookup.slice(start, end - start), hashes[start:end])
-                    stored.append(_as_type(values, ordering_type, end - start))
+                    stored.append(key_index.ordering_as(values, ordering_type, end - start))
                 else:
                     f, p, fid = index.lookup_codes(lookup.slice(start, end - start), hashes[start:end])
                 found[start:end] = f
@@ -242,8 +244,11 @@ class BucketAssigner:
         return out.append_column(WRITE_TASK, self.spec.write_plan.tags(out[FILE_ID]))
 
     def _read_file_groups(self, groups):
-        """The merged latest records of file groups of the table (for partial-update markers)."""
-        return HoodieTable(self.context.storage).read_file_groups(groups)
+        """The merged latest records of file groups of the table (for partial-update markers); the table's timeline
+        is read once per task (what this micro-batch writes is not committed while it runs)."""
+        if self._table is None:
+            self._table = HoodieTable(self.context.storage)
+        return self._table.read_file_groups(groups)
 
     def _pack_inserts(self, inserts, task):
         """Fill this task's small file groups of each partition, then new file groups, in (key group, key) order.
@@ -310,18 +315,6 @@ def _index_rows(table, partitions, file_ids, ordering_field):
     if ordering_field:
         columns[key_index.ORDERING] = table[ordering_field]
     return pa.table(columns)
-
-
-def _as_type(values, type_, n):
-    """Stored ordering values as the incoming field's type (null where unknown, or not castable)."""
-    if values is None:
-        return pa.nulls(n, type_)
-    if values.type.equals(type_):
-        return values
-    try:
-        return values.cast(type_)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return pa.nulls(n, type_)
 
 
 def _routed(table, partition, file_ids, kind):

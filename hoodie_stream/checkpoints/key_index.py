@@ -133,20 +133,25 @@ _NO_CODES = np.empty(0, np.int32)
 _EMPTY = _Sorted(pa.array([], pa.string()), _NO_CODES, _NO_CODES, np.empty(0, np.uint64))
 
 
+def ordering_as(values, type_, n):
+    """`n` stored ordering values (or None) as `type_`: null where unknown, or where they cannot be cast (values of
+    a narrower type are cast: the ordering field's type widened)."""
+    if values is None:
+        return pa.nulls(n, type_)
+    if values.type.equals(type_):
+        return values
+    try:
+        return values.cast(type_)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pa.nulls(n, type_)
+
+
 def _ordering_concat(old, old_n, new, new_n):
-    """The ordering values of old rows then new rows (None when neither has any); values of a narrower type are
-    cast to the newer one's (the ordering field's type widened), those that cannot be are unknown (null)."""
+    """The ordering values of old rows then new rows (None when neither has any), as the newer ones' type."""
     if old is None and new is None:
         return None
     type_ = (new if new is not None else old).type
-    old = pa.nulls(old_n, type_) if old is None else old
-    new = pa.nulls(new_n, type_) if new is None else new
-    if not old.type.equals(type_):
-        try:
-            old = old.cast(type_)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            old = pa.nulls(old_n, type_)
-    return pa.concat_arrays([old, new])
+    return pa.concat_arrays([ordering_as(old, type_, old_n), ordering_as(new, type_, new_n)])
 
 
 def _merge(old, keys, partitions, files, hashes, ordering=None):

@@ -297,20 +297,16 @@ def _flatten_group(records, schema, payloads, spec):
     if n == 0:
         return spec.schema.empty_table(), kept
     is_delete = pc.equal(op, "d")
-    before = fields.get("before")
-    after = fields.get("after")
+    deletes = is_delete.to_numpy(zero_copy_only=False)
     image_fields = {f["field"]: f for f in row_fields(schema, where)}
-    before_cols = _image_columns(before, image_fields, spec, where)
-    after_cols = _image_columns(after, image_fields, spec, where)
+    after_cols = _image_columns(fields.get("after"), image_fields, spec, where)
+    before_cols = _delete_images(fields.get("before"), deletes, image_fields, spec, where)
     columns = {}
     for f in spec.schema:
         if f.name not in image_fields:
             continue
-        b, a = before_cols.get(f.name), after_cols.get(f.name)
-        b = _as(b, f.type, n)
-        a = _as(a, f.type, n)
-        columns[f.name] = pc.if_else(is_delete, b, a)
-    deletes = is_delete.to_numpy(zero_copy_only=False)
+        a = _as(after_cols.get(f.name), f.type, n)
+        columns[f.name] = pc.if_else(is_delete, _as(before_cols.get(f.name), f.type, n), a) if deletes.any() else a
     if deletes.any():
         columns = _key_from_kafka(columns, deletes, records, spec)
     source = fields["source"]
@@ -350,6 +346,19 @@ def _image_columns(image, image_fields, spec, where):
             continue
         out[child.name] = types.decode(flat[i], f, spec.variable_scale)
     return out
+
+
+def _delete_images(before, deletes, image_fields, spec, where):
+    """The `before` columns of the deletes (a delete's row), null in the other rows: the images an update carries
+    (MySQL's, or PostgreSQL's with REPLICA IDENTITY FULL) are not decoded."""
+    rows = np.flatnonzero(deletes)
+    if before is None or not len(rows):
+        return {}
+    decoded = _image_columns(before.take(pa.array(rows)), image_fields, spec, where)
+    slot = np.full(len(deletes), -1, np.int64)
+    slot[rows] = np.arange(len(rows))
+    spread = pa.array(slot, mask=slot < 0)
+    return {name: column.take(spread) for name, column in decoded.items()}
 
 
 def _as(column, type_, n):
@@ -473,11 +482,6 @@ def _added(source, ts_ms, op, is_delete, spec, records):
     return out
 
 
-def _suffix(file):
-    """The number after the binlog file name's last dot, as text (null where there is none)."""
-    return pc.extract_regex(file, r"\.(?P<n>[0-9]+)$").field("n") if len(file) else pa.array([], pa.string())
-
-
 def mysql_seq(file, pos):
     """Hudi's `_event_seq`: `<binlog file suffix>.<pos>` (null without a file or position)."""
     if len(file) == 0:
@@ -534,24 +538,12 @@ def _groups(values, spec):
         return _avro_groups(values, spec)
     if spec.value_schema is not None:
         rows = np.arange(len(values))
-        return [(spec.value_schema, rows, _payloads(values, spec.value_schema, rows, "ignore"))]
-    schemas, payloads = json_envelope.split_envelopes(values)
-    codes = schemas.indices.to_numpy(zero_copy_only=False)
-    groups = []
-    for code, text in enumerate(schemas.dictionary.to_pylist()):
-        rows = np.flatnonzero(codes == code)
-        if not len(rows):
-            continue
-        if spec.known_schemas is not None and text not in spec.known_schemas:
-            raise HoodieUnplannedInputError(f"topic {spec.topic!r}: a schema the plan does not know")
-        try:
-            schema = json.loads(text)
-        except ValueError:
-            error = HoodieFormatError(f"its schema is not JSON: {text[:200]!r}")
-            error.message_row = int(rows[0])
-            raise error from None
-        groups.append((schema, rows, _payloads(payloads.take(pa.array(rows)), schema, rows, "error")))
-    return groups
+        return [(spec.value_schema, rows, json_envelope.parse_rows(values, spec.value_schema, rows, "ignore"))]
+    try:
+        groups = json_envelope.group_by_schema(values, spec.known_schemas)
+    except HoodieUnplannedInputError as e:
+        raise HoodieUnplannedInputError(f"topic {spec.topic!r}: {e}") from None
+    return [(g.schema, g.rows, g.payload) for g in groups]
 
 
 @functools.lru_cache(maxsize=64)
@@ -570,7 +562,7 @@ def _cut_groups(payloads, codes, spec):
         rows = np.flatnonzero(codes == code)
         schema = _parsed_schema(spec.known_schemas[int(code)])
         texts = payloads if len(rows) == len(payloads) else payloads.take(pa.array(rows))
-        groups.append((schema, rows, _payloads(texts, schema, rows, "error")))
+        groups.append((schema, rows, json_envelope.parse_rows(texts, schema, rows)))
     return groups
 
 
@@ -603,21 +595,6 @@ def _avro_groups(values, spec):
             raise
         groups.append((avro_envelope.connect_schema(schema), rows, payloads))
     return groups
-
-
-def _payloads(texts, schema, rows, unexpected):
-    """The payload texts parsed under their schema (fields it lacks: `unexpected`, pyarrow's "error" or "ignore");
-    an error names the first message that does not match it."""
-    try:
-        return json_envelope.parse_payloads(texts, schema, unexpected=unexpected)
-    except HoodieFormatError as e:
-        for i in range(len(texts)):  # the error path alone: which message
-            try:
-                json_envelope.parse_payloads(texts.slice(i, 1), schema, unexpected=unexpected)
-            except HoodieFormatError as one:
-                one.message_row = int(rows[i])
-                raise one from None
-        raise e
 
 
 def _first_failing(records, schema, payloads, spec):

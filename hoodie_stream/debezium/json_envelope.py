@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import HoodieFormatError
+from ..errors import HoodieFormatError, HoodieUnplannedInputError
 from ..format.string_buffers import utf8_buffers
 from . import types
 
@@ -194,7 +194,7 @@ def _replace(texts, rows, values):
 
 
 def failed_message(error):
-    """The position of the message a HoodieFormatError of split_envelopes names, None when it names none."""
+    """The position of the message a HoodieFormatError of this module names, None when it names none."""
     return getattr(error, "message_row", None)
 
 
@@ -235,6 +235,9 @@ def parse_payloads(payloads, schema, unexpected="error"):
         raise HoodieFormatError(f"payloads do not match their schema: {e}") from None
 
 
+_BLOCK = 1 << 20
+
+
 def _parse(payloads, struct, unexpected="error"):
     import pyarrow.json as pj
 
@@ -244,9 +247,12 @@ def _parse(payloads, struct, unexpected="error"):
         return pa.array([], struct)
     one_list = pa.ListArray.from_arrays(pa.array([0, len(payloads)], pa.int32()), payloads)
     joined = pc.binary_join(one_list, "\n")[0].as_buffer()
+    # blocks of at least _BLOCK bytes (and of the longest payload) parsed on pyarrow's threads: a topic with fewer
+    # Kafka partitions than the executors have cores is parsed on all of them (twice as fast on two cores)
+    block = max(_BLOCK, pc.max(pc.binary_length(payloads)).as_py() + 1)
     table = pj.read_json(
         pa.BufferReader(joined),
-        read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, joined.size + 1)),
+        read_options=pj.ReadOptions(use_threads=joined.size > block, block_size=block),
         parse_options=pj.ParseOptions(explicit_schema=pa.schema(list(struct)), unexpected_field_behavior=unexpected),
     )
     if table.num_rows != len(payloads):
@@ -254,9 +260,10 @@ def _parse(payloads, struct, unexpected="error"):
     return pa.StructArray.from_arrays([table[f.name].combine_chunks() for f in struct], fields=list(struct))
 
 
-def group_by_schema(values):
+def group_by_schema(values, known=None):
     """[SchemaGroup] of JsonConverter messages (a string array without nulls), in the order their schemas first
-    appear."""
+    appear. `known`: the schema texts a plan made from earlier micro-batches expects (another one raises
+    HoodieUnplannedInputError). An error names its message (`failed_message`)."""
     schemas, payloads = split_envelopes(values)
     codes = schemas.indices.to_numpy(zero_copy_only=False)
     groups = []
@@ -264,9 +271,28 @@ def group_by_schema(values):
     for code in first_seen[0][np.argsort(first_seen[1])]:
         rows = np.flatnonzero(codes == code)
         text = schemas.dictionary[int(code)].as_py()
+        if known is not None and text not in known:
+            raise HoodieUnplannedInputError("a schema the plan does not know")
         try:
             schema = json.loads(text)
         except ValueError:
-            raise HoodieFormatError(f"message {int(rows[0])}: its schema is not JSON: {text[:200]!r}") from None
-        groups.append(SchemaGroup(schema, rows, parse_payloads(payloads.take(pa.array(rows)), schema)))
+            error = HoodieFormatError(f"its schema is not JSON: {text[:200]!r}")
+            error.message_row = int(rows[0])
+            raise error from None
+        groups.append(SchemaGroup(schema, rows, parse_rows(payloads.take(pa.array(rows)), schema, rows)))
     return groups
+
+
+def parse_rows(texts, schema, rows, unexpected="error"):
+    """`parse_payloads` of the payloads of the messages at `rows`; an error names the first message that does not
+    match the schema (`failed_message`)."""
+    try:
+        return parse_payloads(texts, schema, unexpected=unexpected)
+    except HoodieFormatError as e:
+        for i in range(len(texts)):  # the error path alone: which message
+            try:
+                parse_payloads(texts.slice(i, 1), schema, unexpected=unexpected)
+            except HoodieFormatError as one:
+                one.message_row = int(rows[i])
+                raise one from None
+        raise e

@@ -179,6 +179,11 @@ class Flatten:
 
     spec: events.TopicSpec
 
+    @property
+    def schema(self):
+        """The Arrow schema of the rows."""
+        return self.spec.schema
+
     @in_task
     def __call__(self, batches):
         for batch in batches:
@@ -195,14 +200,20 @@ class Flatten:
 def flatten_topic(records, spec):
     """The DataFrame of a topic's rows from `kafka_records` columns (all topics or that topic's; with a plan made
     from earlier micro-batches, `spec.known_schemas`, all of them must be that topic's)."""
+    source, flatten = topic_source(records, spec)
+    return source.mapInArrow(flatten, _spark_schema(spec.schema))
+
+
+def topic_source(records, spec):
+    """(the Kafka records a topic's rows are made of, the mapInArrow function making them: Flatten), for
+    `flatten_topic` or a sink chaining the flatten to its key-by (HoodieStreamSink.write_chained)."""
     from pyspark.sql import functions as F
 
     if spec.known_schemas is not None:
         if spec.value_format == "json" and spec.value_schema is None and spec.known_schemas:
             records = _cut_by_schema(records, spec.known_schemas)
-        return records.mapInArrow(Flatten(spec), _spark_schema(spec.schema))
-    rows = records.where(F.col("topic") == spec.topic)
-    return rows.mapInArrow(Flatten(spec), _spark_schema(spec.schema))
+        return records, Flatten(spec)
+    return records.where(F.col("topic") == spec.topic), Flatten(spec)
 
 
 def _cut_by_schema(records, known):

@@ -195,9 +195,8 @@ class DebeziumSink:
         if self._planned is not None:  # the topic and schemas of the last micro-batch: written in one pass
             topic, spec = self._planned
             try:
-                self._sink(topic, spec.key_fields)(
-                    kafka.flatten_topic(kafka.kafka_records(df, self.value_format), spec), batch_id
-                )
+                source, flatten = kafka.topic_source(kafka.kafka_records(df, self.value_format), spec)
+                self._sink(topic, spec.key_fields).write_chained(source, flatten, batch_id)
                 return
             except HoodieUnplannedInputError as e:
                 log.info("micro-batch %s planned again: %s", batch_id, e)
@@ -218,7 +217,7 @@ class DebeziumSink:
             plans = [(topic, spec) for topic, spec in plans if spec is not None]
             if len(plans) == 1:  # one table: its own commit is atomic, the events are decoded as it writes them
                 topic, spec = plans[0]
-                self._sink(topic, spec.key_fields)(kafka.flatten_topic(records, spec), batch_id)
+                self._sink(topic, spec.key_fields).write_chained(*kafka.topic_source(records, spec), batch_id)
                 if len(found) == 1:  # the next micro-batch of this topic and schemas goes in one pass
                     known = tuple(t for t, _ in found[topic]["schemas"]) + tuple(
                         str(i) for i, _ in found[topic][kafka.VALUE_ID]

@@ -127,7 +127,10 @@ class HoodieTable:
         if not self.timeline.commits_timeline():
             return schema.empty_table()
         view = FileSystemView(self.storage, self.timeline, as_of)
-        slices = view.latest_base_files() if read_optimized else view.latest_slices()
+        latest = view.latest_base_files if read_optimized else view.latest_slices
+        # only the partitions of the file groups asked for are listed
+        partitions = [None] if file_ids is None else sorted({p for p, _ in file_ids})
+        slices = [fs for partition in partitions for fs in latest(partition)]
         committed = view.committed if window is None else (set(view.committed) & window)
         tables = []
         for fs in slices:

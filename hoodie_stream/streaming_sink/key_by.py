@@ -48,11 +48,16 @@ def describe_row(table, row, limit=6):
 
 
 class KeyBy:
-    """Picklable mapInArrow function: RecordBatches in, the same rows plus key, partition path and delete flag."""
+    """Picklable mapInArrow function: RecordBatches in, the same rows plus key, partition path and delete flag.
 
-    def __init__(self, context: BatchContext, key_props: Mapping[str, str]) -> None:
+    With a `transform` (a picklable mapInArrow function of the source's batches into the micro-batch's rows, such as
+    a Debezium topic's flatten), the operator is chained to it as Flink chains a source's map to the key-by: the task
+    reads the source's batches and keys the rows the transform makes of them, which never go back to the JVM."""
+
+    def __init__(self, context: BatchContext, key_props: Mapping[str, str], transform=None) -> None:
         self.context = context
         self.key_props = dict(key_props)  # the table's hoodie.properties: its key generator
+        self.transform = transform
 
     @in_task
     def __call__(self, batches):
@@ -64,6 +69,8 @@ class KeyBy:
         seq = (ctx.partitionId() << 33) if ctx is not None else 0
         with worker_memory.task(self.context.release_memory):
             keygen = make_key_generator(self.key_props)
+            if self.transform is not None:
+                batches = self.transform(batches)
             for batch in batches:
                 if batch.num_rows == 0:
                     continue

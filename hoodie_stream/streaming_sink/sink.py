@@ -119,13 +119,26 @@ class HoodieStreamSink:
 
     # -- the micro-batch -----------------------------------------------------------------------------------
     def __call__(self, df: "DataFrame", batch_id: int) -> None:
+        self._micro_batch(df, batch_id)
+
+    def write_chained(self, source: "DataFrame", transform, batch_id: int) -> None:
+        """Writes as one micro-batch the rows `transform` makes of `source`: a picklable mapInArrow function
+        (RecordBatches in, RecordBatches of its Arrow `schema` out; a Debezium topic's flatten). The transform runs
+        chained to key-by, in its task: its rows never go back to the JVM before they are keyed. A micro-batch that
+        is bulk inserted, or whose columns the table casts, runs it as a stage of its own."""
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        df = source.mapInArrow(transform, from_arrow_schema(transform.schema))
+        self._micro_batch(df, batch_id, (df, source, transform))
+
+    def _micro_batch(self, df, batch_id, chained=None):
         spark = df.sparkSession
         self._hold_for_query(spark)
         self.lease.remove_on_release = False
         with self.lease.hold(), in_pool(spark.sparkContext, WRITE_POOL, keep_callers=True):
             with self.services.ingesting():  # (FIFO mode) async compaction starts no new task meanwhile
                 try:
-                    self._write_batch(df, batch_id)
+                    self._write_batch(df, batch_id, chained)
                 except BaseException:
                     self._undo_failed_creation()
                     raise
@@ -137,7 +150,7 @@ class HoodieStreamSink:
                 except Exception:  # the batch is committed; a failed table service is retried after the next one
                     log.exception("table services after %s failed", self.last_result.instant)
 
-    def _write_batch(self, df, batch_id):
+    def _write_batch(self, df, batch_id, chained=None):
         self.last_result = None
         spark = df.sparkSession
         query_id = spark.sparkContext.getLocalProperty("sql.streaming.queryId")
@@ -148,6 +161,8 @@ class HoodieStreamSink:
         writer = self._open_or_create(batch_arrow)
         # a delete batch needs only the key (and partition) columns: nothing of it is written as data
         new_avro, df = (None, df) if self.options.operation == "delete" else self._check_schema(writer, batch_arrow, df)
+        if chained is not None and df is not chained[0]:  # the table casts the columns: a stage between
+            chained = None
         if not self.services.started:
             recovery.remove_leftovers(writer.storage)  # first batch of this process: nothing else writes yet
         recovery.rollback_pending_writes(writer.storage, writer.timeline)
@@ -171,7 +186,7 @@ class HoodieStreamSink:
             if bulk:
                 rows = run_bulk_insert(df, writer, txn, self.options, tasks[1], committed)
             else:
-                rows = self._run_chain(df, writer, txn, tasks)
+                rows = self._run_chain(df, writer, txn, tasks, chained)
             stats, flushes = coordinator.parse_task_results(rows)
         except BaseException as exc:
             _abort(txn)
@@ -414,7 +429,7 @@ class HoodieStreamSink:
         return (o.bucket_assign_tasks or default, o.write_tasks or default)
 
     # -- the chain -----------------------------------------------------------------------------------------
-    def _run_chain(self, df, writer, txn, tasks):
+    def _run_chain(self, df, writer, txn, tasks, chained=None):
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
@@ -430,7 +445,11 @@ class HoodieStreamSink:
         )
 
         schema = keyed_schema(df.schema)
-        keyed = df.mapInArrow(KeyBy(context, writer.config.props), schema)
+        if chained is None:
+            keyed = df.mapInArrow(KeyBy(context, writer.config.props), schema)
+        else:  # the transform's rows keyed in its own task (key_by.py)
+            _df, source, transform = chained
+            keyed = source.mapInArrow(KeyBy(context, writer.config.props, transform), schema)
         keyed = keyed.withColumns(
             {
                 KEY_GROUP: F.expr(key_group_expr(o.key_groups)),
