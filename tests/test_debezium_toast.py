@@ -70,6 +70,18 @@ def test_the_placeholder_keeps_the_stored_value_across_and_within_micro_batches(
     got = {r["id"]: r for r in rs_read(str(tmp_path / "lake2" / table_name(topic))).to_pylist()}
     assert got[1001]["biography"] == "Tom Wolfe wrote The Right Stuff." and got[1001]["last_name"] == "Wolfe Jr."
     other.close()
+    # within the first micro-batch of a new table (bulk insert)
+    first_batch = DebeziumSink(str(tmp_path / "lake3"), schemas={topic: AUTHORS_WITH_PHOTO})
+    first_batch(records(spark, rows), 0)
+    (stat,) = first_batch.sinks[topic].last_result.stats
+    assert stat.path.endswith(".parquet") and stat.num_writes == 1  # bulk inserted: one base file, one record
+    (row,) = rs_read(str(tmp_path / "lake3" / table_name(topic))).to_pylist()
+    assert (row["last_name"], row["biography"], row["photo"]) == (
+        "Wolfe Jr.",
+        "Tom Wolfe wrote The Right Stuff.",
+        b"\x89PNG...",
+    )
+    first_batch.close()
 
 
 def test_a_custom_marker_in_hex_for_binary_columns_in_the_plain_sink(spark, tmp_path):

@@ -94,6 +94,9 @@ class BulkInsertSpec:
     # committed instants of a table that has data (its index state is updated), None for an empty table (the
     # bulk insert writes each key group's full state)
     committed: AbstractSet[str] | None = None
+    # (column, marker) of hoodie.write.partial.update.mode=IGNORE_MARKERS: a marker in a key's winner takes the
+    # key's latest earlier value in the micro-batch (AssignSpec.markers)
+    markers: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "file_records", max(1, int(self.file_records)))

@@ -19,6 +19,7 @@ A bulk insert looks no key up, as in Hudi: into a table that holds data, a recor
 written again (a duplicate; the index state then points to the new copy), and deletes are dropped.
 """
 
+from ..bucket_assign.markers import column_markers
 from ..bucket_assign.small_files import average_record_size, recent_write_commits
 from ..chain.columns import ASSIGN_TASK, KEY, KEY_GROUP, PARTITION, SEQ
 from ..chain.key_groups import assign_task_expr, key_group_expr, key_group_of
@@ -65,10 +66,20 @@ def run_bulk_insert(df, writer, txn, options, tasks, committed=None):
         keyed=KEY in routed.columns,
         key_props=props,
         committed=None if committed is None else frozenset(committed),
+        markers=_markers(df, o),
     )
     schema = T.StructType([T.StructField(n, T.StringType()) for n in RESULT_SCHEMA.names])
     results = routed.mapInArrow(BulkInsertWriteFunction(context, spec), schema)
     return [(r["kind"], r["payload"]) for r in results.collect()]
+
+
+def _markers(df, options):
+    """The partial-update markers of the micro-batch's string and binary columns (none unless IGNORE_MARKERS)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if options.partial_update_mode != "IGNORE_MARKERS":
+        return ()
+    return column_markers(to_arrow_schema(df.schema, timezone="UTC"), options.partial_custom_marker)
 
 
 def _winners(routed, key_columns, order_columns):

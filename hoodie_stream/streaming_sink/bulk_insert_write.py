@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..bucket_assign.markers import fill_runs
 from ..chain import worker_memory
 from ..chain.columns import DELETE, KEY, PARTITION, SEQ
 from ..chain.stages import BatchContext, BulkInsertSpec
@@ -116,7 +117,7 @@ class BulkInsertWriterHelper:
             table = self._key_by.key_batch(self._keygen, table)
         if not self.spec.sorted_input:  # pre-combined within the batch; the rest at the end
             table = table.take(pc.sort_indices(table, sort_keys=self.sort_keys))
-            self._place(table.take(pa.array(_run_ends(table))))
+            self._place(self._winners(table, _run_ends(table)))
             return
         if self._carry is not None:
             table = pa.concat_tables([self._carry, table])
@@ -128,7 +129,13 @@ class BulkInsertWriterHelper:
         if len(ends) == table.num_rows:  # no key twice: the rows are their own winners (no copy)
             self._place(table.slice(0, last_start))
         else:
-            self._place(table.take(pa.array(ends[:-1])))
+            self._place(self._winners(table, ends[:-1]))
+
+    def _winners(self, table, ends):
+        """The last row of each run of one key ending at `ends`, its partial-update markers filled from the run."""
+        if self.spec.markers:
+            return fill_runs(table, ends, self.spec.markers)
+        return table.take(pa.array(ends))
 
     def _place(self, winners):
         """Write the run winners that are records; keep every winner's key (file code, or DELETED)."""
@@ -148,7 +155,7 @@ class BulkInsertWriterHelper:
         """Write what is left, combine the keys met in several runs, save the index state; the write stats."""
         if self._carry is not None:
             carry, self._carry = self._carry, None
-            self._place(carry.slice(carry.num_rows - 1))  # one run: its last row wins
+            self._place(self._winners(carry, np.array([carry.num_rows - 1])))  # one run: its last row wins
         self.files.check_pending()
         stats = self.files.close_all()
         winners, losers = self.keys.placed()
