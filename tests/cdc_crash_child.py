@@ -25,7 +25,10 @@ def main(source, base, checkpoint, tables):
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    sink = DebeziumSink(base, {"compaction.schedule.enabled": "false"}, tables=json.loads(tables))
+    storage_options = json.loads(os.environ.get("HOODIE_TEST_STORAGE_OPTIONS") or "{}") or None
+    sink = DebeziumSink(
+        base, {"compaction.schedule.enabled": "false"}, tables=json.loads(tables), storage_options=storage_options
+    )
     stream = spark.readStream.schema(KAFKA_DDL).option("maxFilesPerTrigger", 1).json(source)
     query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).start()
     print(f"query {query.id} run {query.runId} started", flush=True)

@@ -2,7 +2,8 @@
 in a child process; the parent kills the child's whole session when the first table written has committed a
 micro-batch that the second has not (between two tables' commits), restarts it from the same checkpoint, twice, then
 lets it finish. Every table then holds each micro-batch once, in order, and hudi-rs reads what the Debezium model
-says of all its topic's events."""
+says of all its topic's events. On local disk and on the S3 test server (the tables there, the input and the
+checkpoint on local disk)."""
 
 import json
 import os
@@ -10,9 +11,10 @@ import subprocess
 import sys
 import time
 
-from crash_harness import completed, kill_session, session_members, timeline_state
+from crash_harness import STORAGE_OPTIONS_ENV, completed, kill_session, session_members, timeline_state
 from debezium_model import final_rows, load_set
 from hoodie_stream.debezium import table_name
+from hoodie_stream.storage import storage_for
 from oracle import rs_read
 from test_debezium_sink import assert_table_matches, batch_ids, interleaved, write_batch
 
@@ -28,21 +30,24 @@ KILLS = 2
 RUN_TIMEOUT = 180
 
 
-def test_a_kill_between_two_tables_commits_loses_and_duplicates_nothing(tmp_path):
+def test_a_kill_between_two_tables_commits_loses_and_duplicates_nothing(tmp_path, location):
     sets = [load_set(name) for name, _, _ in SETS]
     topics = [records[0]["topic"] for records in sets]
     assert topics == sorted(topics)  # tables are written in topic order: the first, then the second
-    paths = [tmp_path / "lake" / table_name(t) for t in topics]
+    base = f"{location.uri}/lake"
+    paths = [f"{base}/{table_name(t)}" for t in topics]
+    stores = [storage_for(p, location.storage_options) for p in paths]
     tables = {t: {"hoodie.datasource.write.recordkey.field": ",".join(k)} for t, (_, k, _) in zip(topics, SETS)}
     batches = interleaved(sets, N_BATCHES)
     for i, batch in enumerate(batches):
         write_batch(tmp_path / "in", i, batch)
     env = dict(os.environ, TMPDIR=str(tmp_path), SPARK_LOCAL_DIRS=str(tmp_path), PYTHONUNBUFFERED="1")
+    env[STORAGE_OPTIONS_ENV] = json.dumps(location.options)
     args = [
         sys.executable,
         CHILD,
         str(tmp_path / "in"),
-        str(tmp_path / "lake"),
+        base,
         str(tmp_path / "chk"),
         json.dumps(tables),
     ]
@@ -57,8 +62,8 @@ def test_a_kill_between_two_tables_commits_loses_and_duplicates_nothing(tmp_path
             while proc.poll() is None:
                 groups = {g for _pid, g in session_members(proc.pid)} or groups
                 done = [
-                    len(completed(timeline_state(p), "deltacommit")) if (p / ".hoodie").exists() else 0
-                    for p in paths[:2]
+                    len(completed(timeline_state(s), "deltacommit")) if s.exists(".hoodie/hoodie.properties") else 0
+                    for s in stores[:2]
                 ]
                 if run < KILLS and done[0] > done[1] and done[0] > run:
                     kill_session(proc, groups)
@@ -74,5 +79,8 @@ def test_a_kill_between_two_tables_commits_loses_and_duplicates_nothing(tmp_path
             assert proc.wait() == 0, (tmp_path / f"run-{run}.log").read_text()[-3000:]
     assert len(kills) == KILLS, f"kills between the first two tables' commits: {kills}"
     for path, records, topic, (name, key, connector) in zip(paths, sets, topics, SETS):
-        assert batch_ids(path) == [i for i, b in enumerate(batches) if any(r["topic"] == topic for r in b)], name
-        assert_table_matches(rs_read(str(path)), final_rows(records, key, connector), key, name)
+        assert batch_ids(path, location.storage_options) == [
+            i for i, b in enumerate(batches) if any(r["topic"] == topic for r in b)
+        ], name
+        got = rs_read(path, storage_options=location.options)
+        assert_table_matches(got, final_rows(records, key, connector), key, name)

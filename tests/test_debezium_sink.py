@@ -102,10 +102,10 @@ def interleaved(sets, n_batches):
     return batches
 
 
-def batch_ids(path):
+def batch_ids(path, storage_options=None):
     from hoodie_stream import HoodieTable
 
-    table = HoodieTable(str(path))
+    table = HoodieTable(str(path), storage_options)
     out = []
     for inst in table.timeline.commits_timeline():
         extra = table.timeline.read_commit_metadata(inst.timestamp).extra_metadata
