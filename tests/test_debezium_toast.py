@@ -4,7 +4,9 @@ The update is the real message of tests/data/debezium/pg_toast_authors_noschema.
 DEFAULT, `biography` TOASTed and unchanged); the insert before it is that message made an insert with the value."""
 
 import base64
+import hashlib
 import json
+import uuid
 
 from debezium_model import KAFKA_DDL, load_set
 from hoodie_stream import DebeziumSink, HoodieStreamSink
@@ -98,4 +100,34 @@ def test_a_custom_marker_in_hex_for_binary_columns_in_the_plain_sink(spark, tmp_
     sink(spark.createDataFrame([(1, 2, b"\x00\xff", "\x00\ufffd"), (2, 2, b"\x00\xff", "\u00ff")], ddl), 1)
     got = {r["id"]: (r["blob"], r["note"]) for r in rs_read(str(tmp_path / "t")).to_pylist()}
     assert got == {1: (b"real", "kept"), 2: (b"two", "\u00ff")}
+    sink.close()
+
+
+def test_array_columns_take_the_placeholder_in_debeziums_forms(spark, tmp_path):
+    """Debezium's PostgreSQL connector puts the placeholder in an unchanged TOASTed array column as a list: of the
+    text (text[]), of the name-based UUID of its bytes (uuid[]), of its bytes (bytea[]), or of each byte as a number
+    (int[], bigint[]): each keeps the stored value, across micro-batches and within one."""
+    options = {
+        "hoodie.table.name": "t",
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.precombine.field": "ts",
+        "hoodie.write.partial.update.mode": "IGNORE_MARKERS",
+    }
+    ddl = "id long, ts long, tags array<string>, ids array<int>, big array<bigint>, blobs array<binary>, ref array<string>"
+    raw = PLACEHOLDER.encode()
+    marker = ([PLACEHOLDER], list(raw), list(raw), [raw], [str(uuid.UUID(bytes=hashlib.md5(raw).digest(), version=3))])
+    real = {
+        1: (["a", "b"], [1, 2], [10], [b"x"], ["0f0e"]),
+        2: (["c"], [3], [30, 31], [b"y", b"z"], ["1a1b"]),
+    }
+    sink = HoodieStreamSink(str(tmp_path / "t"), options)
+    sink(spark.createDataFrame([(1, 1, *real[1])], ddl), 0)
+    # key 1: all markers against the stored value; key 2: a real version then a marked one in the same batch;
+    # key 3: a list that only starts like the marker is a value, kept as it is
+    near = (["a", PLACEHOLDER], [*raw, 0], list(raw)[:-1], [raw, raw], [PLACEHOLDER])
+    batch = [(1, 2, *marker), (2, 1, *real[2]), (2, 2, *marker), (3, 1, *near)]
+    sink(spark.createDataFrame(batch, ddl), 1)
+    columns = ("tags", "ids", "big", "blobs", "ref")
+    got = {r["id"]: tuple(r[c] for c in columns) for r in rs_read(str(tmp_path / "t")).to_pylist()}
+    assert got == {1: real[1], 2: real[2], 3: near}
     sink.close()

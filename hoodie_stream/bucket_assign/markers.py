@@ -1,6 +1,7 @@
-"""Partial updates by marker (`hoodie.write.partial.update.mode=IGNORE_MARKERS`): a string or binary column whose value
-is the marker (Debezium's `__debezium_unavailable_value` for an unchanged TOASTed PostgreSQL column) keeps the value
-the table holds for the key. Resolved at write time, so every reader sees the real value:
+"""Partial updates by marker (`hoodie.write.partial.update.mode=IGNORE_MARKERS`): a string, binary or array column
+whose value is the marker (Debezium's `__debezium_unavailable_value` for an unchanged TOASTed PostgreSQL column, in
+the form the connector gives columns of that type) keeps the value the table holds for the key. Resolved at write
+time, so every reader sees the real value:
 
 - inside a micro-batch, when a key's versions are pre-combined, a marker in the winner takes the value of the key's
   latest earlier version in the batch that has one (`fill_runs`);
@@ -9,6 +10,9 @@ the table holds for the key. Resolved at write time, so every reader sees the re
 
 A marker in a key the table does not hold stays as it is (there is nothing to keep).
 """
+
+import hashlib
+import uuid
 
 import numpy as np
 import pyarrow as pa
@@ -20,8 +24,11 @@ HEX = "hex:"
 
 
 def column_markers(schema, marker):
-    """((column, marker value), ...) of the string and binary columns of an Arrow schema: the marker's text for
-    strings, its bytes for binaries (`hex:<octets>` gives them in hex; strings then compare with their UTF-8)."""
+    """((column, marker value), ...) of the string, binary and array columns of an Arrow schema, the marker as
+    Debezium's PostgreSQL connector puts it in a column of that type: its text for strings, its bytes for binaries
+    (`hex:<octets>` gives them in hex; strings then compare with their UTF-8); for arrays a list: of the text
+    (text[]) or of the name-based UUID of the bytes (uuid[]: a column may hold either, both are markers), of the bytes
+    (bytea[]), or of each byte as a number (int[] and bigint[])."""
     if marker.startswith(HEX):
         raw = bytes.fromhex(marker[len(HEX) :])
         text = raw.decode("utf-8", errors="replace")
@@ -31,18 +38,51 @@ def column_markers(schema, marker):
     for f in schema:
         if f.name.startswith("_hoodie_"):
             continue
-        if pa.types.is_string(f.type) or pa.types.is_large_string(f.type):
+        if _is_text(f.type):
             out.append((f.name, text))
-        elif pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type):
+        elif _is_bytes(f.type):
             out.append((f.name, raw))
+        elif pa.types.is_list(f.type) or pa.types.is_large_list(f.type):
+            item = f.type.value_type
+            if _is_text(item):
+                out += [(f.name, [text]), (f.name, [str(_name_uuid(raw))])]
+            elif _is_bytes(item):
+                out.append((f.name, [raw]))
+            elif pa.types.is_int32(item) or pa.types.is_int64(item):
+                out.append((f.name, [b - 256 if b > 127 else b for b in raw]))  # Java's signed bytes
     return tuple(out)
 
 
+def _is_text(t):
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _is_bytes(t):
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t)
+
+
+def _name_uuid(raw):
+    """Java's UUID.nameUUIDFromBytes: the MD5 of the bytes as a version 3 UUID."""
+    return uuid.UUID(bytes=hashlib.md5(raw, usedforsecurity=False).digest(), version=3)
+
+
 def marked(column, value):
-    """Boolean numpy mask of the values equal to the marker."""
+    """Boolean numpy mask of the values equal to the marker (a list marker: of the lists equal to it)."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
-    return pc.fill_null(pc.equal(column, pa.scalar(value, column.type)), False).to_numpy(zero_copy_only=False)
+    if not isinstance(value, list):
+        return pc.fill_null(pc.equal(column, pa.scalar(value, column.type)), False).to_numpy(zero_copy_only=False)
+    mask = pc.fill_null(pc.equal(pc.list_value_length(column), len(value)), False).to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(mask)
+    if not len(rows):
+        return mask
+    candidates = column.take(pa.array(rows))
+    same = np.ones(len(rows), bool)
+    for i, item in enumerate(value):
+        element = pc.list_element(candidates, i)
+        same &= pc.fill_null(pc.equal(element, pa.scalar(item, element.type)), False).to_numpy(zero_copy_only=False)
+    mask[rows] = same
+    return mask
 
 
 def fill_runs(table, ends, markers):
@@ -74,8 +114,8 @@ def fill_stored(table, found, old_partitions, old_files, markers, read_file_grou
     need = np.zeros(table.num_rows, bool)
     masks = {}
     for name, value in markers:
-        if name in table.column_names:
-            masks[name] = marked(table[name], value)
+        if name in table.column_names:  # (a column may have two markers: uuid[] or text[])
+            masks[name] = masks.get(name, False) | marked(table[name], value)
             need |= masks[name]
     need &= np.asarray(found, bool)
     if not need.any():

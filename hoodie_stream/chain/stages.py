@@ -59,8 +59,8 @@ class AssignSpec:
     new_file_capacity: int  # records a new file group is opened for (at least 1)
     num_tasks: int  # bucket-assign tasks of the stage
     write_plan: FileGroupRouting  # the write task of each file group
-    # hoodie.write.partial.update.mode=IGNORE_MARKERS: (column, marker) of the string and binary columns whose
-    # marker value keeps the value stored for the key (bucket_assign/markers.py)
+    # hoodie.write.partial.update.mode=IGNORE_MARKERS: (column, marker) of the string, binary and array columns
+    # whose marker value keeps the value stored for the key (bucket_assign/markers.py)
     markers: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
