@@ -395,6 +395,17 @@ def test_corrupt_buffer_is_reported():
         decode_records(b"\x02\x7e", np.array([0, 2]), schema)
 
 
+@pytest.mark.parametrize("kind", ["string", "bytes"])
+def test_a_negative_length_is_refused_not_read_out_of_bounds(kind):
+    """Corrupt content whose string or bytes length is negative (zigzag 0x05 = -3) ends before it starts."""
+    schema = {"type": "record", "name": "r", "fields": [{"name": "s", "type": ["null", kind]}]}
+    good, _ = encode_records(pa.table({"s": pa.array([b"abc"] if kind == "bytes" else ["abc"])}), schema)
+    assert good == b"\x02\x06abc"
+    bad = b"\x02\x05abc" * 3
+    with pytest.raises(HoodieFormatError, match="negative"):
+        decode_records(bad, np.array([0, 5, 10, 15]), schema)
+
+
 def test_multi_block_and_negative_count_arrays_decode():
     schema = {
         "type": "record",

@@ -105,6 +105,12 @@ class _Reader:
         if len(end) and int(end.max()) > self.limit:
             raise HoodieFormatError("Avro record data runs past the end of the buffer")
 
+    def check_lengths(self, lengths):
+        """Refuses negative string and bytes lengths (corrupt content: a slice ending before it starts would be read
+        out of the buffer's bounds)."""
+        if len(lengths) and int(lengths.min()) < 0:
+            raise HoodieFormatError("Avro record data holds a negative string or bytes length")
+
     def read_long(self, p):
         """(zigzag-decoded values, byte counts) of the varints at positions p."""
         first = self.buf[p]
@@ -155,6 +161,7 @@ class _Reader:
             return _prim(t, v, idx, m, sel), p + size
         if kind in ("string", "bytes") and logical != "decimal":
             length, nb = self.read_long(p)
+            self.check_lengths(length)
             start = p + nb
             end = start + length
             self.check(end)
@@ -220,6 +227,7 @@ class _Reader:
         logical = schema_kind(s)[1]
         if s["type"] == "bytes":
             size_v, nb = self.read_long(p)
+            self.check_lengths(size_v)
             start, size = p + nb, size_v
         else:
             start, size = p, np.full(len(p), s["size"], np.int64)
