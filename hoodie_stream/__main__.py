@@ -1,8 +1,22 @@
-"""Command line: `python -m hoodie_stream demo|summary|compact|clean ...`.
+"""Command line, modelled on hudi-cli: `python -m hoodie_stream COMMAND ...` (also the `hoodie-stream` script).
 
-Every command that takes a table accepts a local path or a URI (`s3://`, `gs://`, `abfss://`, `file://`) and
-`--storage-option KEY=VALUE` (repeatable; hudi-rs / delta-rs key names, e.g. aws_endpoint_url=...); the
-environment (`AWS_*`, `GOOGLE_APPLICATION_CREDENTIALS`, `AZURE_*`) fills in what is not given.
+    demo                    run the local demo and print the resulting table
+    summary PATH            a short text summary of a table
+    timeline PATH           every instant of the active timeline, its state and times
+    commits PATH            the completed commits and what they wrote (records, files, bytes, batch id)
+    slices PATH             the latest file slice of every file group (base and log file sizes)
+    stats PATH              write amplification (records, as hudi-cli's `stats wa`, and bytes) and file sizes
+    validate PATH           check files, log blocks, stray files and the index state; exit code 1 on problems
+    rollback PATH INSTANT   roll back a pending write or the last completed delta commit
+    compact PATH            offline compaction: schedule a plan and/or run pending plans (Spark, local)
+    clean PATH              offline cleaning: remove file slices no query needs any more
+
+Every command that takes a table accepts a local path or a URI (`s3://`, `gs://`, `abfss://`, `file://`), as an
+argument or as `--path`, and `--storage-option KEY=VALUE` (repeatable; hudi-rs / delta-rs key names, e.g.
+aws_endpoint_url=...); the environment (`AWS_*`, `GOOGLE_APPLICATION_CREDENTIALS`, `AZURE_*`) fills in what is not
+given. The commands of hoodie_stream/cli/ take `--json` (machine-readable output); the long ones (compact, clean,
+validate) show a progress bar on a terminal (tqdm, if installed). Exit codes: 0, 1 (validate found problems),
+2 (an error, printed).
 """
 
 import argparse
@@ -41,26 +55,54 @@ def _option_arg(parser):
     )
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m hoodie_stream")
+def _table_command(sub, name, help_text, long=False):
+    """A command on one table: PATH (or --path), --storage-option, --json (and --no-progress for long ones)."""
+    parser = sub.add_parser(name, help=help_text)
+    parser.add_argument("table", nargs="?", metavar="PATH", help="table path or URI")
+    parser.add_argument("--path", help="table path or URI (instead of PATH)")
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    if long:
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
+    _storage_arg(parser)
+    return parser
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="python -m hoodie_stream", description="Hudi table tools (hudi-cli style)")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the local demo and print the resulting table")
     demo.add_argument("--path", help="table directory (default: a new temporary directory)")
     summary = sub.add_parser("summary", help="print a summary of a Hudi table")
     summary.add_argument("path")
     _storage_arg(summary)
-    compact = sub.add_parser("compact", help="offline compaction: schedule a plan and/or run pending plans")
-    compact.add_argument("--path", required=True, help="table path or URI")
+    _table_command(sub, "timeline", "the active timeline: every instant, its state and times")
+    commits = _table_command(sub, "commits", "completed commits and what they wrote")
+    commits.add_argument("--limit", type=int, help="only the last N commits")
+    slices = _table_command(sub, "slices", "the latest file slice of every file group")
+    slices.add_argument("--partition", help="only this partition path")
+    _table_command(sub, "stats", "write amplification and file sizes")
+    validate = _table_command(sub, "validate", "check the table's files, log blocks and index state", long=True)
+    validate.add_argument("--skip-index", action="store_true", help="do not check the index state")
+    rollback = _table_command(sub, "rollback", "roll back a pending write or the last completed delta commit")
+    rollback.add_argument("instant", help="the instant time to roll back")
+    _option_arg(rollback)
+    compact = _table_command(sub, "compact", "offline compaction: schedule a plan and/or run pending plans", True)
     compact.add_argument("--schedule", action="store_true", help="write a compaction plan now")
     compact.add_argument("--run", action="store_true", help="execute and commit every pending plan")
     compact.add_argument("--clean", action="store_true", help="run the cleaner after compacting")
     _option_arg(compact)
-    _storage_arg(compact)
-    clean = sub.add_parser("clean", help="offline cleaning: remove file slices no query needs any more")
-    clean.add_argument("--path", required=True, help="table path or URI")
+    clean = _table_command(sub, "clean", "offline cleaning: remove file slices no query needs any more", True)
     _option_arg(clean)
-    _storage_arg(clean)
+    return parser
+
+
+def main(argv=None):
+    parser = _parser()
     args = parser.parse_args(argv)
+    if args.command not in ("demo", "summary"):
+        if (args.table is None) == (args.path is None):
+            parser.error(f"{args.command}: give the table as PATH or as --path (once)")
+        args.path = args.path or args.table
     try:
         storage_options = _pairs(getattr(args, "storage_option", []), "--storage-option")
         options = _pairs(getattr(args, "option", []), "--option")
@@ -68,29 +110,14 @@ def main(argv=None):
             from .demo import run_demo
 
             run_demo(args.path)
-        elif args.command == "compact":
-            from .compaction.offline import compact_table
-
-            schedule, run = args.schedule, args.run
-            if not schedule and not run:
-                schedule = run = True
-            for line in compact_table(
-                args.path,
-                schedule=schedule,
-                run=run,
-                clean_after=args.clean,
-                options=options,
-                storage_options=storage_options,
-            ):
-                print(line)
-        elif args.command == "clean":
-            from .compaction.offline import clean_table
-
-            print(f"cleaned {clean_table(args.path, options, storage_options)} files")
         elif args.command == "summary":
             from .format.summary import table_summary
 
             print(table_summary(args.path, storage_options))
+        else:
+            from .cli.commands import run
+
+            return run(args, storage_options, options)
     except HoodieError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -2,6 +2,7 @@
 then the table's commits and row count are printed."""
 
 import json
+import logging
 import os
 import random
 import tempfile
@@ -41,12 +42,26 @@ def _generate(source, batches, per_batch, seed=1):
         os.utime(files.local_file(name), (1_700_000_000 + b, 1_700_000_000 + b))
 
 
+def _log_batches():
+    """Show the sink's line per committed micro-batch (logger hoodie_stream, INFO) on stderr."""
+    logger = logging.getLogger("hoodie_stream")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
+        logger.addHandler(handler)
+    if logger.level == logging.NOTSET or logger.level > logging.INFO:
+        logger.setLevel(logging.INFO)
+
+
 def run_demo(path=None, batches=5, per_batch=2000):
     from .streaming_sink.sink import HoodieStreamSink
 
     work = tempfile.mkdtemp(prefix="hoodie-stream-demo-")
     table_path = path or os.path.join(work, "orders")
     source = os.path.join(work, "source")
+    print(f"demo table: {table_path}")
+    print(f"demo source and checkpoint: {work} (temporary files left for you to look at; remove them when done)")
+    _log_batches()
     _generate(source, batches, per_batch)
     spark = local_session_builder("local[2]", "hoodie-stream-demo").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -74,4 +89,6 @@ def run_demo(path=None, batches=5, per_batch=2000):
         spark.stop()
     print(table_summary(table_path))
     print(f"rows: {HoodieTable(table_path).read().num_rows}  (table at {table_path})")
+    left = "the table, its source and checkpoint" if path is None else "the source and checkpoint"
+    print(f"{left} are left in {work}; remove them with: rm -r {work}")
     return table_path

@@ -303,6 +303,12 @@ class SinkOptions:
         megabytes(integer()),
         "MB of local index copies per executor (least recently used evicted)",
     )
+    log_batches: bool = option(
+        "hoodie.stream.log.batches",
+        "true",
+        boolean,
+        "one INFO line per committed micro-batch on logger hoodie_stream (instant, records, seconds)",
+    )
     compaction: CompactionOptions = field(default_factory=CompactionOptions)
     lock: LockOptions = field(default_factory=LockOptions)
 

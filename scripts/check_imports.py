@@ -32,8 +32,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("checkpoints",),
     ("bucket_assign", "compaction"),
     ("streaming_sink",),
-    ("debezium",),
+    ("debezium", "spark"),
+    ("notebook",),
     ("__init__", "demo"),
+    ("cli",),
     ("__main__",),
 ]
 # imports allowed between two nodes of one layer: (importer, imported)

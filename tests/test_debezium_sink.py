@@ -8,7 +8,7 @@ import os
 import pytest
 
 from debezium_model import KAFKA_DDL, final_rows, load_set
-from hoodie_stream import DebeziumSink
+from hoodie_stream import DebeziumSink, HoodieTable
 from hoodie_stream.debezium import table_name
 from hoodie_stream.errors import HoodieConfigError, HoodieError
 from oracle import META, _norm, rs_read
@@ -128,6 +128,9 @@ class FailOnce:
     def close(self, wait=True):
         self.sink.close(wait)
 
+    def metrics(self):
+        return self.sink.metrics()
+
 
 def test_three_topics_make_three_tables_and_a_replayed_batch_writes_only_the_tables_that_missed_it(spark, tmp_path):
     sets = [load_set(name) for name, _, _ in THREE]
@@ -153,6 +156,15 @@ def test_three_topics_make_three_tables_and_a_replayed_batch_writes_only_the_tab
             assert batch_ids(paths[i]) == list(range(b + 1)), f"{name} after batch {b}"
             expected = final_rows([r for bb in batches[: b + 1] for r in bb if r["topic"] == topics[i]], key, connector)
             assert_table_matches(rs_read(str(paths[i])), expected, key, f"{name} after batch {b}")
+    # the sink's figures: per table, one committed row per micro-batch, at the table's own instants (the replay
+    # skipped by the first table is a row without an instant)
+    rows = sink.metrics().to_pylist()
+    for topic, path in zip(topics, paths):
+        mine = [r for r in rows if r["table"] == table_name(topic)]
+        instants = [i.timestamp for i in HoodieTable(str(path)).timeline.commits_timeline()]
+        assert [r["instant"] for r in mine if r["instant"]] == instants
+        assert [r["batch_id"] for r in mine if r["instant"]] == [0, 1, 2]
+    assert [r["skipped"] for r in rows if r["table"] == table_name(topics[ordered[0]])] == [False, False, True, False]
     sink.close()
 
 

@@ -75,7 +75,13 @@ def run_compaction(
         commit_compaction(storage, timeline, instant, plan, stats)
     except BaseException as exc:
         error = rebuild_task_error(exc)  # an error of a task is raised as itself
-        log.warning(
+        # (stopped with its session, as a script ending with spark.stop() stops it: expected, not a warning)
+        try:
+            level = logging.INFO if stopped is not None and stopped() else logging.WARNING
+        except Exception:
+            level = logging.WARNING
+        log.log(
+            level,
             "compaction %s of %s did not complete (%s); its files are removed and the plan stays requested",
             instant,
             storage,

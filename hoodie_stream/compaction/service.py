@@ -42,6 +42,19 @@ INGEST_WAIT_SECONDS = 30
 CATCH_UP_INTERVALS = 2  # a plan this many trigger intervals old, with another waiting behind it, catches up
 
 
+def spark_stopped(spark):
+    """Whether the SparkContext of `spark` was stopped (a script that ends with `spark.stop()` and no
+    `sink.close()`): PySpark drops its JVM handle, and every later call fails (`'NoneType' object has no attribute
+    'setCallSite'`)."""
+    if spark is None:
+        return False
+    try:
+        jsc = spark.sparkContext._jsc
+        return jsc is None or bool(jsc.sc().isStopped())
+    except Exception:  # the JVM is gone too
+        return True
+
+
 def recover(storage):
     """Revert inflight compactions to requested and finish interrupted cleans (no service may be running)."""
     timeline = Timeline(storage)
@@ -258,6 +271,9 @@ class TableServices:
                 if self._stop or not self._again:
                     return
                 self._again = False
+            if spark_stopped(self._spark):
+                self._stopped_with_spark()
+                return
             try:
                 with self._holding():
                     self._run_one()
@@ -265,11 +281,21 @@ class TableServices:
                         self.guard()
                         clean.clean(self.storage, Timeline(self.storage), self.opts)
             except Exception as exc:  # the plan stays requested; the next micro-batch retries it
+                if spark_stopped(self._spark):
+                    self._stopped_with_spark()
+                    return
                 if self._stop:
                     log.info("table services of %s stopped during a compaction; its plan stays requested", self.storage)
                 else:
                     log.exception("table service failed for %s", self.storage.uri)
                     self.errors.append(exc)
+
+    def _stopped_with_spark(self):
+        """The SparkContext stopped under the service thread: it ends quietly, as after `stop()` (a plan it was
+        running stays pending, invisible to readers, and runs again after the next writer's recovery)."""
+        with self._lock:
+            self._stop = True
+        log.info("table services of %s stopped: the SparkContext was stopped", self.storage.uri)
 
     def _age_in_intervals(self, instant):
         """Trigger intervals (compaction.delta_commits delta commits each) completed since plan `instant`."""
@@ -305,7 +331,7 @@ class TableServices:
             nice=0 if catching_up else self.opts.nice,
             guard=self.guard,
             job_context=lambda: self._job_context(CATCH_UP_POOL if catching_up else COMPACTION_POOL),
-            stopped=lambda: self._stop,
+            stopped=lambda: self._stop or spark_stopped(spark),
         )
         if done:
             self.pace.compacted(plan_io_mb(plan), time.monotonic() - started, min(tasks, len(plan_operations(plan))))
@@ -329,7 +355,7 @@ class TableServices:
         thread = self._thread
         if thread is None:
             return
-        if not wait and thread.is_alive() and self._spark is not None:
+        if not wait and thread.is_alive() and self._spark is not None and not spark_stopped(self._spark):
             self._spark.sparkContext.cancelJobGroup(self._group)
         if wait:
             thread.join()

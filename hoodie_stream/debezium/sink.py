@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import (
     HoodieConfigError,
@@ -30,6 +31,7 @@ from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema
 from ..format.writer import HoodieWriter
 from ..options import parse_options
 from ..storage import storage_for
+from ..streaming_sink.batch_metrics import METRICS_SCHEMA
 from ..streaming_sink.sink import HoodieStreamSink
 from . import avro_envelope, ddl, events, kafka
 from .schema_registry import SchemaRegistry
@@ -146,6 +148,24 @@ class DebeziumSink:
     def sinks(self) -> dict[str, HoodieStreamSink]:
         """The table sinks of the topics seen so far, by topic."""
         return dict(self._sinks)
+
+    @property
+    def path(self) -> str:
+        """The base path of the topics' tables."""
+        return self.base_path
+
+    def metrics(self) -> pa.Table:
+        """One row per micro-batch and table written (`HoodieStreamSink.metrics()`, after the table's name), in the
+        order the micro-batches finished."""
+        parts = []
+        for topic, sink in sorted(self._sinks.items()):
+            rows = sink.metrics()
+            name = pa.array([table_name(topic)] * rows.num_rows, pa.string())
+            parts.append(rows.add_column(0, "table", name))
+        if not parts:
+            return METRICS_SCHEMA.insert(0, pa.field("table", pa.string())).empty_table()
+        rows = pa.concat_tables(parts)
+        return rows.take(pc.sort_indices(rows, [("finished_at", "ascending"), ("table", "ascending")]))
 
     def table_path(self, topic):
         """Where a topic's table is: tables[topic]["path"], else `<base path>/<table name>`."""

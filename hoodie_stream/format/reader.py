@@ -19,6 +19,8 @@ from .keygen import KeyGenerator, make_key_generator
 from .log_scanner import slice_versions
 from .merge import KEY, Version, merge, merge_mode
 from .table_config import TableConfig
+from .table_html import table_html
+from .table_info import commits, file_slices
 from .timeline import Timeline
 
 # an instant a read names: an instant time or date-time text, a datetime or a date (instant.parse_instant_time)
@@ -61,6 +63,19 @@ class HoodieTable:
     def reload(self) -> "HoodieTable":
         self.timeline.reload()
         return self
+
+    # -- notebook views (table_info.py, table_html.py) ------------------------------------------------------
+    def commits(self) -> pa.Table:
+        """One row per instant of the timeline: action, state, times, records and bytes written, streaming batch
+        id (columns: `hoodie_stream.format.table_info`)."""
+        return commits(self)
+
+    def file_slices(self) -> pa.Table:
+        """The latest file slice of every file group: partition, file id, base and log file sizes."""
+        return file_slices(self)
+
+    def _repr_html_(self) -> str:
+        return table_html(self)
 
     # -- schema ---------------------------------------------------------------------------------------------
     def avro_schema(self, as_of: str | None = None) -> dict[str, Any]:

@@ -32,6 +32,17 @@ class BatchResult:
     def num_deletes(self):
         return sum(s.num_deletes for s in self.stats)
 
+    def __repr__(self):
+        if self.skipped:
+            return "BatchResult(skipped: committed before)"
+        inserts = sum(s.num_inserts or 0 for s in self.stats)
+        updates = sum(s.num_update_writes or 0 for s in self.stats)
+        flushes = ", ".join(f"{k}={self.flushes[k]}" for k in ("bucket", "task", "end") if k in self.flushes)
+        return (
+            f"BatchResult(instant={self.instant!r}, inserts={inserts}, updates={updates}, deletes={self.num_deletes}, "
+            f"files={sum(1 for s in self.stats if s.path)}, flushes=({flushes}))"
+        )
+
 
 def parse_task_results(rows):
     """Write stats and summed flush counts from the write tasks' result rows."""

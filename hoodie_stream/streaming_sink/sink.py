@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -43,8 +44,10 @@ from ..storage import Storage, storage_for
 from ..storage.local_cache import LocalCache
 from ..storage.options import S3A_PREFIX, s3a_settings
 from . import coordinator
+from .batch_metrics import BatchMetrics, log_batch
 from .bulk_insert import run_bulk_insert
 from .key_by import KeyBy, keyed_schema
+from .stage_times import ChainJobs
 from .write_function import RESULT_SCHEMA, StreamWriteFunction
 
 if TYPE_CHECKING:
@@ -80,6 +83,11 @@ class HoodieStreamSink:
         self._listener = None
         self._created = None  # what the table root held before this micro-batch created the table
         self._bulk_warned = False  # the warning of a bulk insert into a table holding data was given
+        self._metrics: BatchMetrics | None = None  # one row per micro-batch (metrics())
+        self._seconds: dict[str, float] = {}  # the running micro-batch's stages (batch_metrics.STAGES)
+        self._mark = 0.0
+        self._bulk_batch = False
+        self._chain_jobs: ChainJobs | None = None  # the Spark jobs of the running micro-batch's chain
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -88,6 +96,8 @@ class HoodieStreamSink:
         state["_lease"] = None
         state["_query"] = ""
         state["_listener"] = None
+        state["_metrics"] = None
+        state["_chain_jobs"] = None
         return state
 
     def __repr__(self) -> str:  # no storage option: they hold secrets
@@ -106,6 +116,38 @@ class HoodieStreamSink:
         if self._lease is None:
             self._lease = TableLease(self.storage, self.options.lock)
         return self._lease
+
+    def metrics(self) -> pa.Table:
+        """One row per micro-batch this sink object handled: rows in, records inserted / updated / deleted, bytes
+        and files written, flushes by cause, seconds per stage, pending compactions, the source's lag (columns:
+        `streaming_sink.batch_metrics`)."""
+        return self._batch_metrics().table()
+
+    def _batch_metrics(self) -> BatchMetrics:
+        if self._metrics is None:
+            self._metrics = BatchMetrics()
+        return self._metrics
+
+    def _lap(self, stage):
+        """Count the time since the last lap to `stage` of the running micro-batch."""
+        now = time.monotonic()
+        self._seconds[stage] = self._seconds.get(stage, 0.0) + now - self._mark
+        self._mark = now
+
+    def _record_batch(self, batch_id):
+        """The metrics row of the micro-batch just handled, and its log line."""
+        result = self.last_result
+        if result is None:
+            return
+        try:
+            pending = len(Timeline(self.storage).pending(["compaction"]))
+        except HoodieError:  # the timeline cannot be read now: the backlog is not known
+            pending = None
+        row = self._batch_metrics().record(
+            batch_id, result, self._seconds, pending, self._bulk_batch, self._chain_jobs if result.instant else None
+        )
+        if result.instant and self.options.log_batches:
+            log_batch(log, row)
 
     def close(self, wait: bool = True) -> None:
         """Stop the background compaction thread (waiting for the running step when `wait`) and give back the
@@ -132,6 +174,7 @@ class HoodieStreamSink:
         self._micro_batch(df, batch_id, (df, source, transform))
 
     def _micro_batch(self, df, batch_id, chained=None):
+        self._seconds, self._mark, self._bulk_batch, self._chain_jobs = {}, time.monotonic(), False, None
         spark = df.sparkSession
         self._hold_for_query(spark)
         self.lease.remove_on_release = False
@@ -149,6 +192,11 @@ class HoodieStreamSink:
                     self.services.after_commit(spark)
                 except Exception:  # the batch is committed; a failed table service is retried after the next one
                     log.exception("table services after %s failed", self.last_result.instant)
+                self._lap("services")
+        try:
+            self._record_batch(batch_id)
+        except Exception:  # the batch is committed: what it measured never fails it
+            log.warning("%s: recording the metrics of batch %s failed", self.path, batch_id, exc_info=True)
 
     def _write_batch(self, df, batch_id, chained=None):
         self.last_result = None
@@ -170,6 +218,7 @@ class HoodieStreamSink:
         done = last_batch_id(writer.timeline, identifier)
         if done is not None and batch_id <= done:
             log.info("batch %s of %s already committed; skipped", batch_id, identifier)
+            self._lap("prepare")
             self.last_result = coordinator.BatchResult(skipped=True)
             return
         tasks = self._tasks(spark)
@@ -182,12 +231,15 @@ class HoodieStreamSink:
         if new_avro is not None:
             txn.avro_schema = new_avro
             txn.arrow_schema = avro_to_arrow_schema(new_avro)
+        self._bulk_batch = bulk
+        self._lap("prepare")
         try:
             if bulk:
                 rows = run_bulk_insert(df, writer, txn, self.options, tasks[1], committed)
             else:
                 rows = self._run_chain(df, writer, txn, tasks, chained)
             stats, flushes = coordinator.parse_task_results(rows)
+            self._lap("chain")
         except BaseException as exc:
             _abort(txn)
             mine = coordinator.task_error(exc)
@@ -196,6 +248,7 @@ class HoodieStreamSink:
             raise
         if not stats and not index_state.instant_has_files(writer.storage, txn.instant):
             coordinator.discard_empty(txn)
+            self._lap("commit")
             self.last_result = coordinator.BatchResult(flushes=flushes)
             return
         # (an instant that wrote no file but changed the index, keeping deletes of keys the table does not hold,
@@ -206,6 +259,7 @@ class HoodieStreamSink:
         except BaseException:
             _abort(txn)
             raise
+        self._lap("commit")
         self.last_result = coordinator.BatchResult(txn.instant, stats, flushes)
 
     def _bulk_insert(self, timeline):
@@ -503,7 +557,10 @@ class HoodieStreamSink:
         results = routed.repartition(write_tasks, WRITE_TASK).mapInArrow(
             write_fn, T.StructType([T.StructField(n, T.StringType()) for n in RESULT_SCHEMA.names])
         )
-        return [(r["kind"], r["payload"]) for r in results.collect()]
+        self._chain_jobs = ChainJobs(df.sparkSession.sparkContext)  # its stages timed apart (stage_times.py)
+        rows = results.collect()
+        self._chain_jobs.done()
+        return [(r["kind"], r["payload"]) for r in rows]
 
 
 def _abort(txn):
@@ -570,7 +627,11 @@ def _release_on_termination(spark, sink, query_id):
             pass
 
         def onQueryProgress(self, event):
-            pass
+            try:
+                if str(event.progress.id) == query_id:
+                    sink._batch_metrics().progress(event.progress)  # rows in and the source's lag (batch_metrics.py)
+            except Exception:
+                log.debug("%s: reading the progress of query %s failed", sink.path, query_id, exc_info=True)
 
         def onQueryIdle(self, event):
             pass
