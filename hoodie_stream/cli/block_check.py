@@ -1,10 +1,9 @@
 """Whether the content of one log block decodes, for `validate`.
 
 AVRO_DATA content is walked by its record length prefixes (`data_block.avro_record_bounds`), then every record is
-decoded with fastavro against the block's writer schema and must use exactly its bytes. The vectorized decoder of
-the read path is not used here: it trusts the lengths inside the records (a string length that runs past the
-content is not checked before the bytes are taken), which is right for committed data but not for a file suspected
-of damage. PARQUET_DATA and DELETE content go through the read path's decoders (`log_scanner.block_versions`).
+decoded with fastavro against the block's writer schema and must use exactly its bytes: a stricter check than the
+read path's vectorized decoder makes (it refuses lengths outside the content, not a record that ends before or after
+its prefix says). PARQUET_DATA and DELETE content go through the read path's decoders (`log_scanner.block_versions`).
 """
 
 from __future__ import annotations
