@@ -1,0 +1,169 @@
+"""`spark.read.format("hoodie")`: the Python data source and its batch reader.
+
+The source opens the table on the driver to answer `schema()` (the table's Arrow schema as of the query: meta
+columns first, `HoodieTable.arrow_schema`); the reader plans one input partition per file slice (`file_splits`),
+pruning partitions with the filters Spark pushes down (`partition_pruning`, when
+`spark.sql.python.filterPushdown.enabled` is on), and each task merges its slice with the project's own reader and
+yields Arrow record batches. Every pushed filter is handed back to Spark, which applies it to the rows read: the
+result is the same with pushdown on or off, pruning only reads less.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, Filter, InputPartition
+from pyspark.sql.types import StructType
+
+from ..errors import HoodieError
+from ..format.avro_schema import META_FIELDS
+from ..format.instant import parse_instant_time
+from ..format.reader import HoodieTable
+from .file_splits import FileSplit, plan_incremental, plan_snapshot, read_split, worker_table
+from .partition_pruning import PartitionPruner
+from .read_options import AS_OF_INSTANT, BEGIN_INSTANTTIME, END_INSTANTTIME, ReadOptions, parse_options
+from .spark_arrow import record_batches, spark_schema
+
+FORMAT = "hoodie"
+
+
+@dataclass(frozen=True)
+class Query:
+    """A batch query with its instants parsed against the table's timeline timezone."""
+
+    options: ReadOptions
+    as_of: str | None = None
+    start: str | None = None
+    end: str | None = None
+
+    @classmethod
+    def of(cls, options: ReadOptions, table: HoodieTable) -> Query:
+        zone = table.config.timeline_timezone
+
+        def instant(value: str | None, name: str) -> str | None:
+            return None if value is None else parse_instant_time(value, name, zone)
+
+        begin = options.begin
+        if begin is not None and begin.strip("0") == "":  # "0", "000": from the first commit, as Hudi reads it
+            begin = None
+        return cls(
+            options,
+            instant(options.as_of, AS_OF_INSTANT),
+            instant(begin, BEGIN_INSTANTTIME),
+            instant(options.end, END_INSTANTTIME),
+        )
+
+    @property
+    def schema_instant(self) -> str | None:
+        """The instant whose schema the query reads with (HoodieTable.read: as_of, or the window's end)."""
+        return self.end if self.options.query_type == "incremental" else self.as_of
+
+
+def table_arrow_schema(table: HoodieTable, as_of: str | None) -> pa.Schema:
+    """The Arrow schema HoodieTable.read returns: meta columns first, none for tables written without them."""
+    schema = table.arrow_schema(as_of)
+    if table.meta_fields:
+        return schema
+    return pa.schema([f for f in schema if f.name not in META_FIELDS])
+
+
+def open_table(options: ReadOptions) -> HoodieTable:
+    return HoodieTable(options.path, options.storage_options or None)
+
+
+class HoodieDataSource(DataSource):
+    """The "hoodie" format: batch (`spark.read`) and streaming (`spark.readStream`) reads of a Hudi v6 table."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> StructType:
+        options = parse_options(self.options)  # unknown options fail here, when the DataFrame is made
+        table = open_table(options)
+        return spark_schema(table_arrow_schema(table, Query.of(options, table).schema_instant))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        options = parse_options(self.options, streaming=False)
+        table = open_table(options)
+        query = Query.of(options, table)
+        return HoodieBatchReader(query, table.arrow_schema(query.schema_instant), schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from .stream_reader import HoodieStreamReader
+
+        return HoodieStreamReader(parse_options(self.options, streaming=True), schema)
+
+
+class HoodieBatchReader(DataSourceReader):
+    """Plans the splits of one batch query (on the driver) and reads them (in the tasks)."""
+
+    def __init__(self, query: Query, merge_schema: pa.Schema, schema: StructType) -> None:
+        self.query = query
+        self.merge_schema = merge_schema  # HoodieTable.arrow_schema: slices merge into it, meta columns first
+        self.schema = schema  # Spark's: the batches' schema
+        self.filters: list[Filter] = []
+        self.pushFilters = _PushFilters(self)  # type: ignore[method-assign]  # see _PushFilters
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return self.plan()
+
+    def plan(self) -> list[FileSplit]:
+        """The input partitions: one per file slice (or run of base-file row groups) of the partitions kept."""
+        options = self.query.options
+        table = open_table(options)
+        pruner = partition_pruner(table, self.merge_schema, self.filters)
+        if options.query_type == "incremental":
+            return plan_incremental(table, self.query.start, self.query.end, pruner, options.max_split_bytes)
+        read_optimized = options.query_type == "read_optimized"
+        return plan_snapshot(table, self.query.as_of, read_optimized, pruner, options.max_split_bytes)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, FileSplit):  # Spark's placeholder when no split was planned
+            return
+        options = self.query.options
+        table = worker_table(options.path, options.storage_options)
+        yield from record_batches(read_split(table, partition, self.merge_schema), self.schema)
+
+
+class _PushFilters:
+    """The reader's pushFilters: keeps the filters to prune partitions with and hands all of them back to Spark,
+    which applies them exactly.
+
+    Spark (4.1+) refuses a reader whose class overrides pushFilters when spark.sql.python.filterPushdown.enabled is
+    off (its default), so that no source silently loses a pushdown it relies on. Here pushdown only spares reading
+    partitions, and the results are the same without it: the method is set on the instance and presents itself
+    as the base class's (`__func__`, what Spark's check compares), so the reader works with the setting off and
+    prunes with it on."""
+
+    __func__ = staticmethod(DataSourceReader.pushFilters)
+
+    def __init__(self, reader: HoodieBatchReader) -> None:
+        self.reader = reader
+
+    def __call__(self, filters: list[Filter]) -> list[Filter]:
+        self.reader.filters = list(filters)
+        return filters
+
+
+def partition_pruner(table: HoodieTable, schema: pa.Schema, filters: Sequence[Filter]) -> PartitionPruner | None:
+    """A pruner for the filters on the table's partition columns, or None when there is nothing to prune by."""
+    if not filters or not table.config.partition_fields:
+        return None
+    try:
+        keygen = table.keygen()
+    except HoodieError:
+        return None  # a key generator this project does not model: read every partition
+    pruner = PartitionPruner(keygen, schema, filters)
+    return pruner if pruner.active else None
+
+
+def register(spark) -> None:
+    """Register the "hoodie" format with a SparkSession: `spark.read.format("hoodie").load(path)` and
+    `spark.readStream.format("hoodie").load(path)`."""
+    spark.dataSource.register(HoodieDataSource)
+
+
+__all__ = ["FORMAT", "HoodieBatchReader", "HoodieDataSource", "Query", "register"]

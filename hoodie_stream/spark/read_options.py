@@ -1,0 +1,126 @@
+"""The options of `spark.read.format("hoodie")` and `spark.readStream.format("hoodie")`, in Hudi's names.
+
+Every option is checked when the source is created: a key that is neither a read option below nor a storage
+option of the storage layer (`hoodie_stream.storage.options`: `aws_*`, `google_*`, `azure_*`, the client and retry
+keys) is refused with its name, rather than silently ignored (a misspelt `as.of.instant` would otherwise read the
+latest snapshot). Keys are case-insensitive, as Spark passes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..errors import HoodieConfigError
+from ..format.reader import QUERY_TYPES
+from ..storage.options import CLIENT_KEYS, RETRY_KEYS
+
+PATH = "path"
+QUERY_TYPE = "hoodie.datasource.query.type"
+AS_OF_INSTANT = "as.of.instant"
+BEGIN_INSTANTTIME = "hoodie.datasource.read.begin.instanttime"
+END_INSTANTTIME = "hoodie.datasource.read.end.instanttime"
+MAX_SPLIT_BYTES = "hoodie.datasource.read.max.split.bytes"
+# streaming reads
+START_OFFSET = "hoodie.datasource.streaming.startOffset"
+MAX_COMMITS = "hoodie.datasource.read.streaming.max.commits"
+MAX_FILES = "hoodie.datasource.read.streaming.max.files"
+
+BATCH_OPTIONS = (QUERY_TYPE, AS_OF_INSTANT, BEGIN_INSTANTTIME, END_INSTANTTIME, MAX_SPLIT_BYTES)
+STREAM_OPTIONS = (START_OFFSET, MAX_COMMITS, MAX_FILES, MAX_SPLIT_BYTES)
+DEFAULT_MAX_SPLIT_BYTES = 128 * 1024 * 1024  # as Spark's spark.sql.files.maxPartitionBytes
+_STORAGE_PREFIXES = ("aws_", "google_", "azure_")
+# Hudi's query type values, with the Java constants' spellings
+_QUERY_TYPES = {"snapshot": "snapshot", "read_optimized": "read_optimized", "incremental": "incremental"}
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """The parsed options of one `load(path)`. Instants are kept as given: they are parsed against the table's
+    timeline timezone when the table is opened (`instant.parse_instant_time`)."""
+
+    path: str
+    query_type: str = "snapshot"
+    as_of: str | None = None
+    begin: str | None = None
+    end: str | None = None
+    max_split_bytes: int = DEFAULT_MAX_SPLIT_BYTES
+    start_offset: str = "earliest"
+    max_commits: int | None = None
+    max_files: int | None = None
+    storage_options: dict[str, str] = field(default_factory=dict)
+
+
+def is_storage_option(key: str) -> bool:
+    return key.startswith(_STORAGE_PREFIXES) or key in CLIENT_KEYS or key in RETRY_KEYS
+
+
+def parse_options(options: Mapping[str, str], streaming: bool | None = None) -> ReadOptions:
+    """ReadOptions from Spark's option map; HoodieConfigError naming the first option that is not understood.
+    `streaming`: True for readStream, False for read, None when not known yet (`DataSource.schema`, called for
+    both: then the options of either kind pass)."""
+    allowed = BATCH_OPTIONS if streaming is False else STREAM_OPTIONS if streaming else BATCH_OPTIONS + STREAM_OPTIONS
+    known = {k.lower(): k for k in BATCH_OPTIONS + STREAM_OPTIONS}
+    values: dict[str, str] = {}
+    storage: dict[str, str] = {}
+    path = None
+    for key, value in options.items():
+        lower = key.lower()
+        if lower == PATH:
+            path = value
+        elif lower in known:
+            name = known[lower]
+            if name not in allowed:
+                kind = "streaming reads (spark.readStream)" if name in STREAM_OPTIONS else "batch reads (spark.read)"
+                raise HoodieConfigError(f'format("hoodie"): option {key!r} applies to {kind} only')
+            values[name] = str(value)
+        elif is_storage_option(lower):
+            storage[lower] = str(value)
+        else:
+            raise HoodieConfigError(
+                f'format("hoodie"): unknown option {key!r}; the read options are '
+                f"{', '.join(sorted(set(allowed)))}, plus storage options (aws_*, google_*, azure_*, client keys)"
+            )
+    if not path:
+        raise HoodieConfigError('format("hoodie"): no table path; give it to load(path)')
+    query_type = _QUERY_TYPES.get(values.get(QUERY_TYPE, "snapshot").strip().lower())
+    if query_type is None:
+        raise HoodieConfigError(f"{QUERY_TYPE} must be one of {QUERY_TYPES}, got {values[QUERY_TYPE]!r}")
+    if query_type == "incremental":
+        if AS_OF_INSTANT in values:
+            raise HoodieConfigError(
+                f"{AS_OF_INSTANT} applies to snapshot and read_optimized queries; use "
+                f"{BEGIN_INSTANTTIME} / {END_INSTANTTIME} for an incremental query"
+            )
+        if BEGIN_INSTANTTIME not in values:
+            raise HoodieConfigError(f"an incremental query needs {BEGIN_INSTANTTIME} (the instant to read after)")
+    elif BEGIN_INSTANTTIME in values or END_INSTANTTIME in values:
+        raise HoodieConfigError(
+            f"{BEGIN_INSTANTTIME} / {END_INSTANTTIME} apply to incremental queries ({QUERY_TYPE}=incremental); use "
+            f"{AS_OF_INSTANT} for time travel"
+        )
+    return ReadOptions(
+        path=str(path),
+        query_type=query_type,
+        as_of=values.get(AS_OF_INSTANT),
+        begin=values.get(BEGIN_INSTANTTIME),
+        end=values.get(END_INSTANTTIME),
+        max_split_bytes=_positive(values, MAX_SPLIT_BYTES) or DEFAULT_MAX_SPLIT_BYTES,
+        start_offset=values.get(START_OFFSET, "earliest"),
+        max_commits=_positive(values, MAX_COMMITS),
+        max_files=_positive(values, MAX_FILES),
+        storage_options=storage,
+    )
+
+
+def _positive(values: Mapping[str, str], key: str) -> int | None:
+    text = values.get(key)
+    if text is None:
+        return None
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise HoodieConfigError(f"{key} must be a positive integer, got {text!r}")
+    return number
