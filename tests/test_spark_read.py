@@ -213,3 +213,30 @@ def test_unknown_and_misplaced_options_are_refused(hoodie_spark, sink_table):
     # storage options pass (the storage layer's own names)
     df = spark_read(hoodie_spark, sink_table, **{"timeout": "30s"})
     assert sorted(rows(df.toArrow())) == sorted(rows(HoodieTable(sink_table).read()))
+
+
+def test_spark_discovers_the_data_source_without_register(tmp_path):
+    """A new session finds format("hoodie") through Spark's scan of `pyspark_*` modules (pyspark_hoodie.py, on the
+    path as an installed package puts it), with no register call."""
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    from conftest import unzip_table
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    path = unzip_table(v6_table_zips()[0], tmp_path / "t")
+    child = (
+        "import sys\n"
+        "from hoodie_stream.local_spark import local_session_builder\n"
+        "spark = local_session_builder('local[1]', 'discovery', {}).getOrCreate()\n"
+        "print('rows', spark.read.format('hoodie').load(sys.argv[1]).count())\n"
+        "spark.stop()\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(root))
+    done = subprocess.run(
+        [sys.executable, "-c", child, str(path)], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"rows {HoodieTable(str(path)).read().num_rows}" in done.stdout.splitlines()
