@@ -53,6 +53,14 @@ def column_markers(schema, marker):
     return tuple(out)
 
 
+def batch_markers(schema, options):
+    """The markers of a micro-batch (an Arrow schema) under the sink's options: `column_markers` with
+    hoodie.write.partial.update.mode=IGNORE_MARKERS, none otherwise."""
+    if options.partial_update_mode != "IGNORE_MARKERS":
+        return ()
+    return column_markers(schema, options.partial_custom_marker)
+
+
 def _is_text(t):
     return pa.types.is_string(t) or pa.types.is_large_string(t)
 

@@ -19,7 +19,7 @@ A bulk insert looks no key up, as in Hudi: into a table that holds data, a recor
 written again (a duplicate; the index state then points to the new copy), and deletes are dropped.
 """
 
-from ..bucket_assign.markers import column_markers
+from ..bucket_assign.markers import batch_markers
 from ..bucket_assign.small_files import average_record_size, recent_write_commits
 from ..chain.columns import ASSIGN_TASK, KEY, KEY_GROUP, PARTITION, SEQ
 from ..chain.key_groups import assign_task_expr, key_group_expr, key_group_of
@@ -74,12 +74,10 @@ def run_bulk_insert(df, writer, txn, options, tasks, committed=None):
 
 
 def _markers(df, options):
-    """The partial-update markers of the micro-batch's string and binary columns (none unless IGNORE_MARKERS)."""
+    """The partial-update markers of the micro-batch's columns (markers.batch_markers)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    if options.partial_update_mode != "IGNORE_MARKERS":
-        return ()
-    return column_markers(to_arrow_schema(df.schema, timezone="UTC"), options.partial_custom_marker)
+    return batch_markers(to_arrow_schema(df.schema, timezone="UTC"), options)
 
 
 def _winners(routed, key_columns, order_columns):

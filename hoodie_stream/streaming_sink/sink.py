@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..bucket_assign.assigner import BucketAssigner
-from ..bucket_assign.markers import column_markers
+from ..bucket_assign.markers import batch_markers
 from ..bucket_assign.small_files import average_record_size, recent_write_commits, small_file_profile
 from ..bucket_assign.write_tasks import WritePlan, recent_loads
 from ..chain.columns import ASSIGN_TASK, FILE_ID, KEY, KEY_GROUP, KIND, PARTITION, SEQ, WRITE_TASK
@@ -531,11 +531,7 @@ class HoodieStreamSink:
                 new_file_capacity=int(o.max_file_size / record_size),
                 num_tasks=assign_tasks,
                 write_plan=WritePlan(write_tasks, recent_loads(recent)),
-                markers=(
-                    column_markers(_arrow_schema(df.schema), o.partial_custom_marker)
-                    if o.partial_update_mode == "IGNORE_MARKERS"
-                    else ()
-                ),
+                markers=batch_markers(_arrow_schema(df.schema), o),
             ),
         )
         # sorted by key group within each task, so a bucket assigner holds one key group's rows at a time
