@@ -445,3 +445,86 @@ def test_a_key_met_in_several_partitions_writes_its_winner_only(spark, tmp_path,
                 assert sorted(written) == [("10", "winner"), ("11", "other")]
     finally:
         sink.close()
+
+
+# -- a task that outlives its micro-batch -----------------------------------------------------------------------------
+def _outliving_task(tmp_path, file_records=4):
+    """A bulk insert write task of instant 20260101000000000 over a table root holding its inflight file (Spark-free),
+    and the path of that file: removing it is the driver rolling the instant back."""
+    import pyarrow as pa
+
+    from hoodie_stream.chain.columns import DELETE, KEY, KEY_GROUP, PARTITION, SEQ
+    from hoodie_stream.chain.stages import BatchContext, BulkInsertSpec
+    from hoodie_stream.format.avro_schema import arrow_to_avro_schema
+
+    storage = LocalStorage(str(tmp_path / "t"))
+    instant = "20260101000000000"
+    storage.write(f".hoodie/{instant}.deltacommit.inflight", b"")
+    data = pa.schema([("id", pa.int64()), ("city", pa.string())])
+    context = BatchContext(storage, instant, "bulk_insert", None, ("id", "city"))
+    spec = BulkInsertSpec(
+        avro_schema=arrow_to_avro_schema(data, "t_record", "hoodie.t"),
+        file_records=file_records,
+        max_file_size=1 << 30,
+        parquet_codec="snappy",
+        global_index=False,
+        event_time=False,
+        sorted_input=True,
+        keyed=True,
+        key_props={"hoodie.table.recordkey.fields": "id", "hoodie.table.partition.fields": "city"},
+    )
+    helper = bulk_insert_write.BulkInsertWriterHelper(context, spec, 0, "0-1-0")
+
+    def batch(ids, city):
+        return pa.record_batch(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "city": pa.array([city] * len(ids)),
+                KEY: pa.array([str(i) for i in ids]),
+                PARTITION: pa.array([city] * len(ids)),
+                DELETE: pa.array([False] * len(ids)),
+                SEQ: pa.array(ids, pa.int64()),
+                KEY_GROUP: pa.array([i % 3 for i in ids], pa.int32()),
+            }
+        )
+
+    return storage, helper, batch, f".hoodie/{instant}.deltacommit.inflight"
+
+
+def _left(storage):
+    """The files of the table root besides the partitions' metadata files."""
+    return sorted(f.path for f in storage.list("", recursive=True) if not f.name.startswith(".hoodie_partition"))
+
+
+def test_a_task_outliving_its_rolled_back_instant_removes_what_it_wrote(tmp_path):
+    from hoodie_stream.errors import HoodieTimelineError
+
+    # rolled back while the task writes: its next file finds the instant gone; its closed files and markers go
+    storage, helper, batch, inflight = _outliving_task(tmp_path)
+    helper.write(batch(list(range(10)), "a"))  # a file closed at 4 records, the next one open
+    assert len([p for p in _left(storage) if p.endswith(".parquet")]) == 1
+    storage.delete(inflight)
+    with pytest.raises(HoodieTimelineError, match="no longer pending"):
+        helper.write(batch(list(range(10, 20)), "b"))
+    assert _left(storage) == []
+
+    # rolled back before the task finishes: finish removes its base files, markers and index state
+    storage, helper, batch, inflight = _outliving_task(tmp_path / "2")
+    helper.write(batch(list(range(6)), "a"))
+    files_before_finish = _left(storage)
+    assert any(".temp/" in p for p in files_before_finish)
+    storage.delete(inflight)
+    with pytest.raises(HoodieTimelineError):
+        helper.finish()
+    assert _left(storage) == []
+
+    # a task failing for another reason while the instant is pending leaves its files to the driver's rollback;
+    # one failing after the rollback removes them itself
+    storage, helper, batch, inflight = _outliving_task(tmp_path / "3")
+    helper.write(batch(list(range(6)), "a"))
+    helper.abort()
+    written = _left(storage)
+    assert inflight in written and any(p.endswith(".parquet") for p in written)
+    storage.delete(inflight)
+    helper.abort()
+    assert _left(storage) == []

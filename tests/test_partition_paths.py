@@ -185,14 +185,16 @@ def tree(root):
     directory aside)."""
     out = {}
     for dirpath, dirs, files in os.walk(root):
+        # the writer lease's directory: its object is renewed (a temp file, then a rename) by a writer's thread
+        # while this walks, and holds no table data
+        dirs[:] = [d for d in dirs if not (d == ".locks" and os.path.basename(dirpath) == ".hoodie")]
         for name in dirs:
             out[os.path.relpath(os.path.join(dirpath, name), root)] = None
         for name in files:
             path = os.path.join(dirpath, name)
             st_ = os.lstat(path)
             out[os.path.relpath(path, root)] = (st_.st_size, st_.st_mtime_ns)
-    # the writer lease's object is renewed and released by every writer; it holds no table data
-    return {k: v for k, v in out.items() if not k.startswith(os.path.join(".hoodie", ".locks"))}
+    return out
 
 
 class Outer:

@@ -38,7 +38,7 @@ from ..format.commit_metadata import WriteStat
 from ..format.file_names import base_file_name, write_token
 from ..format.instant import INFLIGHT, Instant
 from ..format.keygen import make_key_generator
-from ..format.markers import create_marker
+from ..format.markers import create_marker, marker_dir, marker_name
 from ..format.partition_metadata import write_partition_metadata
 from ..format.partition_path import check_partition_path
 from ..format.runs import runs
@@ -163,14 +163,14 @@ class BulkInsertWriterHelper:
         partitions, file_ids = self.files.locations()
         storage, instant = self.context.storage, self.context.instant
         groups = save_index(storage, instant, winners, partitions, file_ids, self.spec.committed)
-        try:
-            self.files.check_pending()
-        except HoodieTimelineError:  # rolled back while this task wrote: what it wrote after the rollback goes
-            storage.delete_many(
-                [s.path for s in stats]
+        if not self.files.pending():  # rolled back while this task wrote: what it wrote after the rollback goes
+            logs = [s.path for s in stats[len(self.files.stats) :]]  # the DELETE blocks' new log files
+            self.files.remove_written(
+                logs
+                + [join(marker_dir(instant), marker_name(p, "APPEND")) for p in logs]
                 + [f"{index_state.group_dir(kg)}/{instant}.{kind}.arrow" for kg in groups for kind in ("full", "delta")]
             )
-            raise
+            self.files.check_pending()
         return stats
 
     def abort(self):
@@ -241,6 +241,7 @@ class BaseFiles:
         self.partitions: set[str] = set()  # partitions whose metadata file this task made sure of
         self.closed_rows = self.closed_bytes = 0
         self.stats: list[WriteStat] = []
+        self.markers: list[str] = []  # the markers this task created (paths relative to the table root)
 
     def capacity(self):
         """Records the next file is cut at."""
@@ -272,16 +273,31 @@ class BaseFiles:
                 self._flush(max(self.open.values(), key=lambda f: f.buffered_bytes))
         return out
 
+    def pending(self):
+        """Whether the instant is still pending (its inflight file is there)."""
+        instant = Instant(self.context.instant, "deltacommit", INFLIGHT)
+        return self.context.storage.exists(f".hoodie/{instant.file_name}")
+
     def check_pending(self):
         """HoodieTimelineError unless the instant is still pending. A task Spark gave up on (its micro-batch failed
         and the driver rolled the instant back, or removed the table the micro-batch created) can run on in its
-        Python worker for a while: it stops here instead of writing files that nothing would remove."""
-        instant = Instant(self.context.instant, "deltacommit", INFLIGHT)
-        if not self.context.storage.exists(f".hoodie/{instant.file_name}"):
+        Python worker for a while: it stops here, removing what it wrote (`remove_written`), instead of leaving
+        files that nothing would remove."""
+        if not self.pending():
+            self.remove_written()
             raise HoodieTimelineError(
-                f"{self.context.storage.uri}: instant {instant.timestamp} is no longer pending (its micro-batch "
+                f"{self.context.storage.uri}: instant {self.context.instant} is no longer pending (its micro-batch "
                 "failed and was rolled back); the bulk insert task stops"
             )
+
+    def remove_written(self, extra=()):
+        """Delete every file this task wrote for the instant (its base files, their markers, `extra`): called once
+        the instant is no longer pending, when the driver's rollback may have listed the instant's files before
+        these were written. Files other tasks share (partition metadata) stay, as Hudi's rollback leaves them."""
+        for f in self.open.values():
+            f.writer.abort()
+        self.open = {}
+        self.context.storage.delete_many([s.path for s in self.stats] + self.markers + list(extra))
 
     def _new_file(self, partition):
         check_partition_path(partition)
@@ -294,7 +310,8 @@ class BaseFiles:
         file_id = f"{self.prefix}-{code}"
         name = base_file_name(file_id, self.token, instant)
         path = join(partition, name)
-        create_marker(storage, instant, path, "CREATE")
+        self.markers.append(create_marker(storage, instant, path, "CREATE"))
+        self.check_pending()  # the marker is written: a rollback from now on finds it, or this task removes it
         writer = BaseFileWriter(
             storage, path, self.schema, avro_schema_json=self.avro_json, compression=self.spec.parquet_codec
         )
@@ -347,12 +364,19 @@ class BaseFiles:
     def close_all(self):
         for partition in list(self.open):
             self._close(partition)
-        return self.stats
+        return list(self.stats)
 
     def abort(self):
+        """After a failure: discard the open files; what the task wrote stays for the driver's rollback while the
+        instant is pending, and goes now when it no longer is (this task outlived its micro-batch)."""
         for f in self.open.values():
             f.writer.abort()
         self.open = {}
+        try:
+            if not self.pending():
+                self.remove_written()
+        except Exception:  # the store is unreachable: the task's own error is the one raised
+            pass
 
     def locations(self):
         """(partition path, file id) of each file code."""

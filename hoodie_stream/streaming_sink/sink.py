@@ -24,6 +24,7 @@ from ..bucket_assign.markers import batch_markers
 from ..bucket_assign.small_files import average_record_size, recent_write_commits, small_file_profile
 from ..bucket_assign.write_tasks import WritePlan, recent_loads
 from ..chain.columns import ASSIGN_TASK, FILE_ID, KEY, KEY_GROUP, KIND, PARTITION, SEQ, WRITE_TASK
+from ..chain.job_tags import tagged_jobs, wait_for_tasks
 from ..chain.key_groups import assign_task_expr, key_group_expr
 from ..chain.scheduler_pools import WRITE_POOL, in_pool
 from ..chain.sql_keys import quoted
@@ -233,19 +234,22 @@ class HoodieStreamSink:
             txn.arrow_schema = avro_to_arrow_schema(new_avro)
         self._bulk_batch = bulk
         self._lap("prepare")
-        try:
-            if bulk:
-                rows = run_bulk_insert(df, writer, txn, self.options, tasks[1], committed)
-            else:
-                rows = self._run_chain(df, writer, txn, tasks, chained)
-            stats, flushes = coordinator.parse_task_results(rows)
-            self._lap("chain")
-        except BaseException as exc:
-            _abort(txn)
-            mine = coordinator.task_error(exc)
-            if mine is not None:
-                raise mine from None
-            raise
+        sc = df.sparkSession.sparkContext
+        with tagged_jobs(sc, txn.instant) as tag:
+            try:
+                if bulk:
+                    rows = run_bulk_insert(df, writer, txn, self.options, tasks[1], committed)
+                else:
+                    rows = self._run_chain(df, writer, txn, tasks, chained)
+                stats, flushes = coordinator.parse_task_results(rows)
+                self._lap("chain")
+            except BaseException as exc:
+                wait_for_tasks(sc, tag)  # the failed job's other tasks stop before the rollback lists their files
+                _abort(txn)
+                mine = coordinator.task_error(exc)
+                if mine is not None:
+                    raise mine from None
+                raise
         if not stats and not index_state.instant_has_files(writer.storage, txn.instant):
             coordinator.discard_empty(txn)
             self._lap("commit")
