@@ -133,3 +133,55 @@ def test_both_flush_causes_fire():
         ("end", "f-a", [6, 8]),
         ("end", "f-b", [7, 9]),
     ]
+
+
+def test_a_write_task_outliving_its_rolled_back_instant_removes_its_log_files(tmp_path):
+    """The driver rolled the instant back while the task ran (Spark gave up on the task, its Python worker went on):
+    the task removes the log files it wrote and their markers, and says why. While the instant is pending its files
+    stay for the commit."""
+    from hoodie_stream.chain.columns import KEY, KIND, SEQ, RecordKind
+    from hoodie_stream.errors import TaskFailure
+    from hoodie_stream.format.writer import HoodieWriter
+
+    data = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    writer = HoodieWriter.create(str(tmp_path / "t"), table_name="t", record_key_fields=["id"], schema=data)
+
+    def run(rolled_back):
+        txn = writer.start()
+        context = BatchContext(writer.storage, txn.instant, "upsert", None, ("id", "v"))
+        fn = wf.StreamWriteFunction(
+            context, WriteSpec(avro_schema=writer.avro_schema(), batch_size_bytes=1, task_max_bytes=1 << 30)
+        )
+        rows = pa.record_batch(
+            {
+                "id": pa.array([1, 2, 3], pa.int64()),
+                "v": pa.array(["a", "b", "c"]),
+                KEY: pa.array(["1", "2", "3"]),
+                PARTITION: pa.array(["", "", ""]),
+                FILE_ID: pa.array(["f-a", "f-a", "f-b"]),
+                KIND: pa.array([RecordKind.INSERT] * 3, pa.int8()),
+                SEQ: pa.array([0, 1, 2], pa.int64()),
+            }
+        )
+
+        def batches():
+            yield rows
+            if rolled_back:
+                txn.rollback()  # the driver, between two of the task's input batches
+
+        written = lambda: sorted(  # noqa: E731
+            f.path for f in writer.storage.list("", recursive=True) if txn.instant in f.path
+        )
+        if rolled_back:
+            with pytest.raises(TaskFailure, match="HoodieTimelineError.*no longer pending"):
+                list(fn(batches()))
+            assert [p for p in written() if "rollback" not in p] == []
+        else:
+            out = list(fn(batches()))
+            # a bucket flushed past write.batch.size (1 byte): a log file per record, each with its marker
+            assert len([p for p in written() if not p.startswith(".hoodie/")]) == 3 and len(out) == 1
+            assert len([p for p in written() if p.startswith(".hoodie/.temp/")]) == 3
+            txn.rollback()
+
+    run(rolled_back=False)
+    run(rolled_back=True)

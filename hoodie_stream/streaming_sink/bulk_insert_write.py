@@ -36,7 +36,6 @@ from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema, with_meta_fi
 from ..format.base_file import BaseFileWriter
 from ..format.commit_metadata import WriteStat
 from ..format.file_names import base_file_name, write_token
-from ..format.instant import INFLIGHT, Instant
 from ..format.keygen import make_key_generator
 from ..format.markers import create_marker, marker_dir, marker_name
 from ..format.partition_metadata import write_partition_metadata
@@ -46,7 +45,7 @@ from ..format.write_handles import append_log, with_meta_columns
 from ..storage import join
 from .bulk_insert_keys import DELETED, WrittenKeys, record_keys_of, save_index
 from .key_by import KeyBy
-from .write_function import RESULT_SCHEMA
+from .write_function import RESULT_SCHEMA, instant_pending
 
 ROW_GROUP_BYTES = 32 * 1024 * 1024  # Arrow bytes of records buffered per open file before a row group is written
 UNSORTED_BUFFER_BYTES = 128 * 1024 * 1024  # an unsorted input: the largest buffer is written past this in all
@@ -275,8 +274,7 @@ class BaseFiles:
 
     def pending(self):
         """Whether the instant is still pending (its inflight file is there)."""
-        instant = Instant(self.context.instant, "deltacommit", INFLIGHT)
-        return self.context.storage.exists(f".hoodie/{instant.file_name}")
+        return instant_pending(self.context)
 
     def check_pending(self):
         """HoodieTimelineError unless the instant is still pending. A task Spark gave up on (its micro-batch failed

@@ -20,12 +20,15 @@ from pympler import asizeof
 from ..chain import worker_memory
 from ..chain.columns import FILE_ID, KEY, KIND, PARTITION, SEQ, RecordKind
 from ..chain.stages import BatchContext, WriteSpec
-from ..errors import in_task
+from ..errors import HoodieTimelineError, in_task
 from ..format.file_names import write_token
 from ..format.fs_view import FileSystemView, list_file_groups
+from ..format.instant import INFLIGHT, Instant
+from ..format.markers import marker_dir, marker_name
 from ..format.runs import runs
 from ..format.timeline import Timeline
 from ..format.write_handles import append_log
+from ..storage import join
 
 SAMPLE_RATE = 0.01
 RELEASE_AFTER_BYTES = 8 * 1024 * 1024
@@ -95,11 +98,31 @@ class StreamWriteFunction:
         task = ctx.partitionId() if ctx else 0
         with worker_memory.task(self.context.release_memory):
             writer = BufferedWriter(self, token, task)
-            for batch in batches:
-                writer.add(pa.Table.from_batches([batch]))
-            writer.flush_all()
+            try:
+                for batch in batches:
+                    writer.add(pa.Table.from_batches([batch]))
+                writer.flush_all()
+            except BaseException:
+                try:
+                    writer.remove_if_rolled_back()
+                except Exception:  # the store is unreachable: the task's own error is the one raised
+                    pass
+                raise
+            if writer.remove_if_rolled_back():
+                raise HoodieTimelineError(
+                    f"{self.context.storage.uri}: instant {self.context.instant} is no longer pending (its "
+                    "micro-batch failed and was rolled back); the write task removed the log files it wrote"
+                )
             result = writer.results()
         yield result
+
+
+def instant_pending(context: BatchContext) -> bool:
+    """Whether the micro-batch's delta commit is still inflight. A task Spark gave up on (its micro-batch failed
+    and the driver rolled the instant back, or removed the table the micro-batch created) can run on in its Python
+    worker for a while: what it writes after the rollback listed the instant's files is its own to remove."""
+    inflight = Instant(context.instant, "deltacommit", INFLIGHT)
+    return context.storage.exists(f".hoodie/{inflight.file_name}")
 
 
 class BufferedWriter:
@@ -263,6 +286,16 @@ class BufferedWriter:
         # a new file group: a log-only slice whose base instant is this instant
         self._slices[partition][file_id] = (self.fn.context.instant, "")
         return self.fn.context.instant, "", True
+
+    def remove_if_rolled_back(self):
+        """When the instant is no longer pending, delete the log files this task wrote and their markers; whether
+        it was rolled back."""
+        if instant_pending(self.fn.context):
+            return False
+        logs = [s.path for s in self.stats]
+        markers = [join(marker_dir(self.fn.context.instant), marker_name(p, "APPEND")) for p in logs]
+        self.fn.context.storage.delete_many(logs + markers)
+        return True
 
     def results(self):
         rows = [("stat", json.dumps(s.to_dict())) for s in self.stats]
