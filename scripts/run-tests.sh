@@ -8,4 +8,4 @@ bash scripts/setup-venv.sh
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 .venv/bin/python scripts/check_imports.py
-exec .venv/bin/python -m pytest -q "$@"
+exec .venv/bin/python -m pytest -q --durations=30 "$@"

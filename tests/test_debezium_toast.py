@@ -131,3 +131,42 @@ def test_array_columns_take_the_placeholder_in_debeziums_forms(spark, tmp_path):
     got = {r["id"]: tuple(r[c] for c in columns) for r in rs_read(str(tmp_path / "t")).to_pylist()}
     assert got == {1: real[1], 2: real[2], 3: near}
     sink.close()
+
+
+def test_placeholders_in_a_bulk_inserted_first_batch_whose_winners_spark_picks(spark, tmp_path):
+    """A new table's first micro-batch is bulk inserted; unsorted (write.bulk_insert.sort_input=false), or with a
+    global index over a partitioned table, Spark's window picks each key's winner: its markers take the key's latest
+    earlier value too, in every form (string, binary, the array forms), and a null value counts as a value."""
+    ddl = "id long, ts long, p string, note string, blob binary, tags array<string>, ids array<int>, ref array<string>"
+    raw = PLACEHOLDER.encode()
+    marker = (PLACEHOLDER, raw, [PLACEHOLDER], list(raw), [str(uuid.UUID(bytes=hashlib.md5(raw).digest(), version=3))])
+    real = ("kept", b"x", ["a"], [1, 2], ["0f0e"])
+    batch = [
+        (1, 1, "a", *real),
+        (1, 2, "a", *marker),  # markers: the values of ts 1
+        (2, 1, "a", None, None, None, None, None),
+        (2, 3, "b", *marker),  # markers after nulls: the nulls (under the global index the key moved partition)
+        (3, 1, "a", *marker),  # markers with no earlier value: kept as they are
+        (4, 5, "a", *real),
+        (4, 4, "a", *marker),  # an older version (event time) is not the winner
+    ]
+    want = {1: real, 2: (None,) * 5, 3: marker, 4: real}
+    columns = ("note", "blob", "tags", "ids", "ref")
+    for extra in (
+        {"write.bulk_insert.sort_input": "false"},
+        {"index.global.enabled": "true", "hoodie.datasource.write.partitionpath.field": "p"},
+    ):
+        path = str(tmp_path / str(len(extra)))
+        options = {
+            "hoodie.table.name": "t",
+            "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.precombine.field": "ts",
+            "hoodie.write.partial.update.mode": "IGNORE_MARKERS",
+            **extra,
+        }
+        sink = HoodieStreamSink(path, options)
+        sink(spark.createDataFrame(batch, ddl), 0)
+        assert all(s.path.endswith(".parquet") for s in sink.last_result.stats)  # bulk inserted
+        got = {r["id"]: tuple(r[c] for c in columns) for r in rs_read(path).to_pylist()}
+        assert got == want, extra
+        sink.close()

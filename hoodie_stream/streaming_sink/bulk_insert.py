@@ -46,12 +46,13 @@ def run_bulk_insert(df, writer, txn, options, tasks, committed=None):
     record_size = average_record_size(recent_write_commits(writer.timeline), o.record_size_estimate)
     event_time = mode == "EVENT_TIME_ORDERING" and bool(ordering)
     routed, sort_columns, key_columns = _routed(df, context, props, o.key_groups, tasks, event_time, o.global_index)
+    markers = _markers(df, o)
     if not o.bulk_insert_sort_input or (o.global_index and make_key_generator(props).partition_fields):
         # a key may meet its task in more than one run (in two partitions, or unsorted): keep its winner alone, so
         # that no losing record is written to a base file (deleting it again in the same instant would leave a
         # file group where Hudi's readers let the old record win over the key's later re-insert)
         order = [quoted(context.ordering_field)] if event_time else []
-        routed = _winners(routed, key_columns, [*order, SEQ])
+        routed = _winners(routed, key_columns, [*order, SEQ], markers)
     routed = routed.drop(ASSIGN_TASK)
     if o.bulk_insert_sort_input:
         routed = routed.sortWithinPartitions(*[F.col(c) for c in sort_columns])
@@ -66,7 +67,7 @@ def run_bulk_insert(df, writer, txn, options, tasks, committed=None):
         keyed=KEY in routed.columns,
         key_props=props,
         committed=None if committed is None else frozenset(committed),
-        markers=_markers(df, o),
+        markers=markers,
     )
     schema = T.StructType([T.StructField(n, T.StringType()) for n in RESULT_SCHEMA.names])
     results = routed.mapInArrow(BulkInsertWriteFunction(context, spec), schema)
@@ -80,18 +81,33 @@ def _markers(df, options):
     return batch_markers(to_arrow_schema(df.schema, timezone="UTC"), options)
 
 
-def _winners(routed, key_columns, order_columns):
+def _winners(routed, key_columns, order_columns, markers=()):
     """The winner of each key: the greatest (ordering value, arrival) of `order_columns`, deletes included (a
-    winning delete writes nothing). The window is partitioned by the write task and the key, which the shuffle by
-    write task already satisfies: Spark sorts within the tasks, no second shuffle."""
+    winning delete writes nothing), its partial-update markers filled as `markers.fill_runs` fills them (the latest
+    earlier value of the key that is not the marker). The window is partitioned by the write task and the key, which
+    the shuffle by write task already satisfies: Spark sorts within the tasks, no second shuffle; the winner and the
+    filled values use the same window order, so Spark sorts once."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    rank = "_hoodie_stream_rank"
+    last = "_hoodie_stream_last"
     window = Window.partitionBy(F.col(ASSIGN_TASK), *[F.col(c) for c in key_columns]).orderBy(
-        *[F.col(c).desc() for c in order_columns]
+        *[F.col(c).asc() for c in order_columns]
     )
-    return routed.withColumn(rank, F.row_number().over(window)).where(F.col(rank) == 1).drop(rank)
+    columns = {last: F.lead(F.lit(True), 1).over(window).isNull()}
+    up_to_here = window.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    by_column: dict[str, list] = {}
+    for name, value in markers:
+        if name in routed.columns:  # (a column may have two markers: uuid[] or text[])
+            by_column.setdefault(name, []).append(value)
+    for name, values in by_column.items():
+        column = F.col(quoted(name))
+        tests = [F.coalesce(column == F.lit(v), F.lit(False)) for v in values]
+        is_marker = tests[0] if len(tests) == 1 else F.greatest(*tests)
+        # the value wrapped in a struct, so that a null value counts as a value and only markers are skipped
+        latest = F.last(F.when(~is_marker, F.struct(column.alias("v"))), ignorenulls=True).over(up_to_here)
+        columns[name] = F.when(is_marker & latest.isNotNull(), latest.getField("v")).otherwise(column)
+    return routed.withColumns(columns).where(F.col(last)).drop(last)
 
 
 def _routed(df, context, props, key_groups, tasks, event_time, global_index):
