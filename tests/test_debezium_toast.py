@@ -170,3 +170,78 @@ def test_placeholders_in_a_bulk_inserted_first_batch_whose_winners_spark_picks(s
         got = {r["id"]: tuple(r[c] for c in columns) for r in rs_read(path).to_pylist()}
         assert got == want, extra
         sink.close()
+
+
+def test_hstore_and_geometry_columns_take_their_placeholders(spark, tmp_path):
+    """Debezium's PostgreSQL connector (UnchangedToastedPlaceholder) gives an unchanged TOASTed hstore the map
+    {placeholder: placeholder} (a map column in `hstore.handling.mode=map`, its JSON text in the default `json` mode),
+    a geometry or geography the fixed SRID 4326 WKB point of each, a point x = y = -99999999, whatever placeholder is
+    configured: each keeps the stored value, across micro-batches, within one, and in a bulk-inserted first batch."""
+    from hoodie_stream.bucket_assign.markers import GEOGRAPHY_WKB, GEOMETRY_WKB, POINT_XY
+
+    ddl = (
+        "id long, ts long, h_json string, h_map map<string,string>, geom struct<wkb:binary,srid:int>, "
+        "geog struct<wkb:binary,srid:int>, pt struct<x:double,y:double,wkb:binary,srid:int>"
+    )
+
+    def placeholders(text):
+        return (
+            json.dumps({text: text}, separators=(",", ":")),
+            {text: text},
+            (GEOMETRY_WKB, 4326),
+            (GEOGRAPHY_WKB, 4326),
+            (POINT_XY, POINT_XY, None, None),
+        )
+
+    marker = placeholders(PLACEHOLDER)
+    real = {
+        1: ('{"a":"1"}', {"a": "1"}, (b"\x01wkb-1", 4326), (b"\x01wkb-g", 4326), (1.5, 2.5, None, None)),
+        2: ('{"b":"2"}', {"b": "2"}, (b"\x01wkb-2", 3857), (b"\x01wkb-h", 4326), (3.5, 4.5, b"\x01", 0)),
+    }
+    # a value only near a placeholder is a value: another SRID, a map with one more entry, one coordinate only
+    near = (
+        json.dumps({PLACEHOLDER: PLACEHOLDER}),
+        {PLACEHOLDER: PLACEHOLDER, "x": "y"},
+        (GEOMETRY_WKB, 3857),
+        (GEOMETRY_WKB, None),
+        (POINT_XY, 0.0, None, None),
+    )
+    columns = ("h_json", "h_map", "geom", "geog", "pt")
+
+    def read(path):
+        out = {}
+        for r in rs_read(path).to_pylist():
+            row = []
+            for c in columns:
+                v = r[c]
+                if isinstance(v, dict):  # structs
+                    v = tuple(v.values())
+                elif isinstance(v, list):  # maps as hudi-rs gives them: [(key, value)]
+                    v = dict(v)
+                row.append(v)
+            out[r["id"]] = tuple(row)
+        return out
+
+    options = {
+        "hoodie.table.name": "t",
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.precombine.field": "ts",
+        "hoodie.write.partial.update.mode": "IGNORE_MARKERS",
+    }
+    path = str(tmp_path / "t")
+    sink = HoodieStreamSink(path, options)
+    sink(spark.createDataFrame([(1, 1, *real[1])], ddl), 0)
+    batch = [(1, 2, *marker), (2, 1, *real[2]), (2, 2, *marker), (3, 1, *near)]
+    sink(spark.createDataFrame(batch, ddl), 1)
+    assert read(path) == {1: real[1], 2: real[2], 3: near}
+    sink.close()
+    # the first micro-batch, bulk inserted, sorted (each task's runs) and unsorted (Spark's window); with another
+    # placeholder configured the hstore placeholders are made of it, the geometry ones stay
+    for sort_input, custom in (("true", {}), ("false", {"hoodie.write.partial.custom.marker": "hex:00ff"})):
+        path = str(tmp_path / f"first-{sort_input}")
+        sink = HoodieStreamSink(path, {**options, **custom, "write.bulk_insert.sort_input": sort_input})
+        text = "\x00\ufffd" if custom else PLACEHOLDER  # the custom marker's octets as text (UTF-8, replaced)
+        first = [(1, 1, *real[1]), (1, 2, *placeholders(text)), (3, 1, *near)]
+        sink(spark.createDataFrame(first, ddl), 0)
+        assert read(path) == {1: real[1], 3: near}, sort_input
+        sink.close()

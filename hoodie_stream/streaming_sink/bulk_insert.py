@@ -19,7 +19,7 @@ A bulk insert looks no key up, as in Hudi: into a table that holds data, a recor
 written again (a duplicate; the index state then points to the new copy), and deletes are dropped.
 """
 
-from ..bucket_assign.markers import batch_markers
+from ..bucket_assign.markers import EntryMarker, FieldsMarker, batch_markers
 from ..bucket_assign.small_files import average_record_size, recent_write_commits
 from ..chain.columns import ASSIGN_TASK, KEY, KEY_GROUP, PARTITION, SEQ
 from ..chain.key_groups import assign_task_expr, key_group_expr, key_group_of
@@ -102,12 +102,29 @@ def _winners(routed, key_columns, order_columns, markers=()):
             by_column.setdefault(name, []).append(value)
     for name, values in by_column.items():
         column = F.col(quoted(name))
-        tests = [F.coalesce(column == F.lit(v), F.lit(False)) for v in values]
+        tests = [_marker_test(column, v) for v in values]
         is_marker = tests[0] if len(tests) == 1 else F.greatest(*tests)
         # the value wrapped in a struct, so that a null value counts as a value and only markers are skipped
         latest = F.last(F.when(~is_marker, F.struct(column.alias("v"))), ignorenulls=True).over(up_to_here)
         columns[name] = F.when(is_marker & latest.isNotNull(), latest.getField("v")).otherwise(column)
     return routed.withColumns(columns).where(F.col(last)).drop(last)
+
+
+def _marker_test(column, value):
+    """Spark's test of a column value being a partial-update marker (markers.marked, as a Column; null: no)."""
+    from pyspark.sql import functions as F
+
+    if isinstance(value, FieldsMarker):
+        test = None
+        for name, item in value.items():
+            one = column.getField(name) == F.lit(item)
+            test = one if test is None else test & one
+    elif isinstance(value, EntryMarker):
+        key, item = value
+        test = (F.size(column) == 1) & (F.element_at(column, F.lit(key)) == F.lit(item))
+    else:
+        test = column == F.lit(value)
+    return F.coalesce(test, F.lit(False))
 
 
 def _routed(df, context, props, key_groups, tasks, event_time, global_index):
