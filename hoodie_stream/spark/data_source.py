@@ -11,7 +11,8 @@ result is the same with pushdown on or off, pruning only reads less.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, Filter, InputPartition
@@ -21,9 +22,10 @@ from ..errors import HoodieError
 from ..format.avro_schema import META_FIELDS
 from ..format.instant import parse_instant_time
 from ..format.reader import HoodieTable
+from ..storage.options import S3A_PREFIX, s3a_settings
 from .file_splits import FileSplit, plan_incremental, plan_snapshot, read_split, worker_table
 from .partition_pruning import PartitionPruner
-from .read_options import AS_OF_INSTANT, BEGIN_INSTANTTIME, END_INSTANTTIME, ReadOptions, parse_options
+from .read_options import AS_OF_INSTANT, BEGIN_INSTANTTIME, END_INSTANTTIME, ReadOptions, parse_options, table_storage
 from .spark_arrow import record_batches, spark_schema
 
 FORMAT = "hoodie"
@@ -70,23 +72,32 @@ def table_arrow_schema(table: HoodieTable, as_of: str | None) -> pa.Schema:
 
 
 def open_table(options: ReadOptions) -> HoodieTable:
-    return HoodieTable(options.path, options.storage_options or None)
+    return HoodieTable(table_storage(options))
 
 
 class HoodieDataSource(DataSource):
     """The "hoodie" format: batch (`spark.read`) and streaming (`spark.readStream`) reads of a Hudi v6 table."""
 
+    # the registering session's `spark.hadoop.fs.s3a.*` settings as storage options (`register`)
+    session_storage_options: ClassVar[dict[str, str]] = {}
+
     @classmethod
     def name(cls) -> str:
         return FORMAT
 
+    def read_options(self, streaming: bool | None = None) -> ReadOptions:
+        options = parse_options(self.options, streaming)
+        if self.session_storage_options:
+            options = replace(options, session_storage_options=dict(self.session_storage_options))
+        return options
+
     def schema(self) -> StructType:
-        options = parse_options(self.options)  # unknown options fail here, when the DataFrame is made
+        options = self.read_options()  # unknown options fail here, when the DataFrame is made
         table = open_table(options)
         return spark_schema(table_arrow_schema(table, Query.of(options, table).schema_instant))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        options = parse_options(self.options, streaming=False)
+        options = self.read_options(streaming=False)
         table = open_table(options)
         query = Query.of(options, table)
         return HoodieBatchReader(query, table.arrow_schema(query.schema_instant), schema)
@@ -94,7 +105,7 @@ class HoodieDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from .stream_reader import HoodieStreamReader
 
-        return HoodieStreamReader(parse_options(self.options, streaming=True), schema)
+        return HoodieStreamReader(self.read_options(streaming=True), schema)
 
 
 class HoodieBatchReader(DataSourceReader):
@@ -124,7 +135,7 @@ class HoodieBatchReader(DataSourceReader):
         if not isinstance(partition, FileSplit):  # Spark's placeholder when no split was planned
             return
         options = self.query.options
-        table = worker_table(options.path, options.storage_options)
+        table = worker_table(options)
         yield from record_batches(read_split(table, partition, self.merge_schema), self.schema)
 
 
@@ -162,8 +173,34 @@ def partition_pruner(table: HoodieTable, schema: pa.Schema, filters: Sequence[Fi
 
 def register(spark) -> None:
     """Register the "hoodie" format with a SparkSession: `spark.read.format("hoodie").load(path)` and
-    `spark.readStream.format("hoodie").load(path)`."""
-    spark.dataSource.register(HoodieDataSource)
+    `spark.readStream.format("hoodie").load(path)`. An `s3://` table's storage options are the reader options given
+    (`aws_*`, client keys), else the environment's, else the session's `spark.hadoop.fs.s3a.*` settings, as
+    HoodieStreamSink takes them (Spark's own discovery of the format, with no register call, has no session at
+    hand: there the settings are not used)."""
+    spark.dataSource.register(session_source(spark))
 
 
-__all__ = ["FORMAT", "HoodieBatchReader", "HoodieDataSource", "Query", "register"]
+def session_source(spark) -> type[HoodieDataSource]:
+    """HoodieDataSource, or a subclass carrying the session's s3a settings: Spark pickles the registered class (by
+    value, as it is no module attribute) to the Python workers that plan and read, where no session is at hand."""
+    settings = session_s3a_settings(spark)
+    if not settings:
+        return HoodieDataSource
+
+    class SessionHoodieDataSource(HoodieDataSource):
+        session_storage_options = settings
+
+    return SessionHoodieDataSource
+
+
+def session_s3a_settings(spark) -> dict[str, str]:
+    """Storage options from the session's `spark.hadoop.fs.s3a.*` settings ({} for a session without a SparkContext:
+    Spark Connect)."""
+    try:
+        conf = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith(S3A_PREFIX)}
+    except Exception:
+        return {}
+    return s3a_settings(conf)
+
+
+__all__ = ["FORMAT", "HoodieBatchReader", "HoodieDataSource", "Query", "register", "session_source"]

@@ -32,6 +32,7 @@ from ..format.fs_view import FileSlice, FileSystemView
 from ..format.merge import Version, merge, merge_mode
 from ..format.reader import HoodieTable
 from .partition_pruning import PartitionPruner
+from .read_options import ReadOptions, table_storage
 
 COMMIT_TIME = "_hoodie_commit_time"
 
@@ -167,16 +168,20 @@ def read_split(table: HoodieTable, split: FileSplit, schema: pa.Schema) -> pa.Ta
 
 
 # -- the tables a Python worker reads from --------------------------------------------------------------------
-_TABLES: dict[tuple[str, tuple[tuple[str, str], ...]], HoodieTable] = {}
+_TABLES: dict[tuple[str, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]], HoodieTable] = {}
 _TABLES_LOCK = threading.Lock()
 
 
-def worker_table(path: str, storage_options: Mapping[str, Any]) -> HoodieTable:
+def worker_table(options: ReadOptions) -> HoodieTable:
     """The HoodieTable a task reads its split through, opened once per Python worker process (its config and
     storage client are all a split read needs; the timeline is not consulted)."""
-    key = (path, tuple(sorted((k, str(v)) for k, v in storage_options.items())))
+    key = (options.path, _items(options.storage_options), _items(options.session_storage_options))
     with _TABLES_LOCK:
         table = _TABLES.get(key)
         if table is None:
-            table = _TABLES[key] = HoodieTable(path, storage_options or None)
+            table = _TABLES[key] = HoodieTable(table_storage(options))
         return table
+
+
+def _items(options: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, str(v)) for k, v in options.items()))

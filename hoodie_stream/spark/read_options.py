@@ -4,6 +4,10 @@ Every option is checked when the source is created: a key that is neither a read
 option of the storage layer (`hoodie_stream.storage.options`: `aws_*`, `google_*`, `azure_*`, the client and retry
 keys) is refused with its name, rather than silently ignored (a misspelt `as.of.instant` would otherwise read the
 latest snapshot). Keys are case-insensitive, as Spark passes them.
+
+The storage of an `s3://` table is resolved as HoodieStreamSink resolves it (`storage.options.resolve`): the storage
+options given as reader options, else the environment, else the Spark session's `spark.hadoop.fs.s3a.*` settings,
+which `data_source.register(spark)` hands to the reads (`ReadOptions.session_storage_options`).
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from dataclasses import dataclass, field
 
 from ..errors import HoodieConfigError
 from ..format.reader import QUERY_TYPES
-from ..storage.options import CLIENT_KEYS, RETRY_KEYS
+from ..storage import Storage, storage_for
+from ..storage.options import CLIENT_KEYS, RETRY_KEYS, store_kind
 
 PATH = "path"
 QUERY_TYPE = "hoodie.datasource.query.type"
@@ -48,7 +53,17 @@ class ReadOptions:
     start_offset: str = "earliest"
     max_commits: int | None = None
     max_files: int | None = None
-    storage_options: dict[str, str] = field(default_factory=dict)
+    # storage options hold secrets: kept out of the repr
+    storage_options: dict[str, str] = field(default_factory=dict, repr=False)
+    # the registering session's `spark.hadoop.fs.s3a.*` settings as storage options (the fallback of s3 tables)
+    session_storage_options: dict[str, str] = field(default_factory=dict, repr=False)
+
+
+def table_storage(options: ReadOptions) -> Storage:
+    """The storage of the table at `options.path`, its options resolved as the sink's: the storage options given,
+    else the environment, else (s3 tables) the session's s3a settings."""
+    fallback = options.session_storage_options if store_kind(options.path) == "s3" else None
+    return storage_for(options.path, options.storage_options or None, fallback or None)
 
 
 def is_storage_option(key: str) -> bool:

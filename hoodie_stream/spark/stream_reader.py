@@ -36,7 +36,7 @@ from ..errors import HoodieConfigError
 from ..format.instant import COMMIT_ACTIONS, parse_instant_time
 from ..format.reader import HoodieTable
 from .file_splits import FileSplit, plan_incremental, read_split, worker_table
-from .read_options import START_OFFSET, ReadOptions
+from .read_options import START_OFFSET, ReadOptions, table_storage
 from .spark_arrow import record_batches
 
 OFFSET = "instant"
@@ -77,7 +77,7 @@ class HoodieStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _open(self) -> HoodieTable:
         table = self.__dict__.get("_table")
         if table is None:
-            table = self._table = HoodieTable(self.options.path, self.options.storage_options or None)
+            table = self._table = HoodieTable(table_storage(self.options))
         else:
             table.reload()
         return table
@@ -147,7 +147,7 @@ class HoodieStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, FileSplit):
             return
-        table = worker_table(self.options.path, self.options.storage_options)
+        table = worker_table(self.options)
         yield from record_batches(read_split(table, partition, self.merge_schema), self.schema)
 
     def commit(self, end: dict) -> None:
