@@ -270,7 +270,9 @@ def test_s3_session_settings_and_no_secret_in_failed_reads(s3_sink_table, s3_ser
     ], done.stdout[-3000:]
     assert "unknown option 'as.of.instants'" in failed["FAILED bad option"]
     for what in list(failed)[1:]:
+        assert "not a readable Parquet base file" in failed[what], failed[what][:3000]
         assert "Parquet magic bytes not found" in failed[what], failed[what][:3000]
+        assert any(f"{broken.uri}/{path}" in failed[what] for path in damaged), failed[what][:3000]  # names the file
     assert "Exception in task" in done.stderr  # Spark logged the failed tasks, with their Python traceback
     for text in (done.stdout, done.stderr):
         assert s3_server.secret_key not in text

@@ -138,7 +138,8 @@ def read_base_file(storage, path, columns=None, filters=None):
     """Read a base file as an Arrow table (optionally a column subset / pyarrow filters)."""
     import pyarrow.parquet as pq
 
-    with storage_for(storage).open_input(path) as f:
+    storage = storage_for(storage)
+    with storage.open_input(path) as f, _named(storage, path):
         return pq.read_table(f, columns=columns, filters=filters)
 
 
@@ -147,7 +148,23 @@ def parquet_file(storage, path):
     context manager) to release the file."""
     import pyarrow.parquet as pq
 
-    return pq.ParquetFile(storage_for(storage).open_input(path))
+    storage = storage_for(storage)
+    source = storage.open_input(path)
+    try:
+        with _named(storage, path):
+            return pq.ParquetFile(source)
+    except BaseException:
+        source.close()
+        raise
+
+
+@contextlib.contextmanager
+def _named(storage, path):
+    """pyarrow's error for a file that is not Parquet (it names no file) as a HoodieFormatError naming it."""
+    try:
+        yield
+    except pa.ArrowInvalid as exc:
+        raise HoodieFormatError(f"{storage.uri_of(path)}: not a readable Parquet base file: {exc}") from exc
 
 
 def read_footer(storage, path):
