@@ -18,6 +18,10 @@ project's storage layer (listings and existence checks, polled every few millise
 S3 server), the child gets the storage options in its environment (HOODIE_TEST_STORAGE_OPTIONS, JSON), and hudi-rs
 reads the table from the same location.
 Used by tests/test_stream_crash.py; tests/test_compaction_crash.py uses the timeline watch and kill_session.
+
+The child's side is here too: `run_child_query` is the streaming query every crash child runs (tests/crash_child.py,
+tests/cdc_crash_child.py, tests/spark_read_crash_child.py), each child giving only its source and its sink, and
+`start_child` starts one in a session of its own, its output in a log file.
 """
 
 import json
@@ -38,7 +42,7 @@ from locations import Location
 from stream_model import OPTIONS, TableModel, table_rows
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CHILD = os.path.join(HERE, "crash_child.py")
+CHILD = "crash_child.py"
 POLL = 0.002  # seconds between looks at a local table
 POLL_REMOTE = 0.02  # ... at a table on the S3 test server (each look is a request or two)
 STORAGE_OPTIONS_ENV = "HOODIE_TEST_STORAGE_OPTIONS"
@@ -50,6 +54,73 @@ _TIMELINE_FILE = re.compile(
     r"(\.requested|\.inflight)?$"
 )
 INFLIGHT_PHASES = ("inflight_before_write", "index_save", "mid_write")
+
+
+# -- the child's side ------------------------------------------------------------------------------------------
+def child_main(main, usage):
+    """The entry of a crash child: `main(*arguments)`, the command line holding the arguments `usage` names."""
+    if len(sys.argv) != len(usage.split()) + 1:
+        sys.exit(f"usage: {os.path.basename(sys.argv[0])} {usage}")
+    main(*sys.argv[1:])
+
+
+def child_storage_options():
+    """The table's storage options the parent passed (`start_child`), None on local disk."""
+    return json.loads(os.environ.get(STORAGE_OPTIONS_ENV) or "{}") or None
+
+
+def json_files(schema_ddl, path):
+    """A child's source: the JSON batch files in `path`, one file per micro-batch."""
+    return lambda spark: spark.readStream.schema(schema_ddl).option("maxFilesPerTrigger", 1).json(path)
+
+
+def run_child_query(app, source, sink, checkpoint):
+    """The crash child's streaming query: `source(spark)`'s micro-batches into `sink(spark)` (a foreachBatch
+    function, closed at the end), from checkpoint location `checkpoint`, until every available input is processed.
+    Prints when the query started and when it is done. Nothing here knows about the crashes: no hooks, no pauses;
+    the parent watches the table from outside and SIGKILLs the child's session."""
+    from conftest import spark_builder
+
+    # A child starts many times: a JVM tuned for start-up (C1 only, serial GC) and no adaptive re-planning keep
+    # each start short; neither changes what is written.
+    spark = (
+        spark_builder(app=app)
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        .config("spark.sql.adaptive.enabled", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    stream = source(spark)
+    foreach = sink(spark)  # built once the session runs (a sink on S3 reads its fs.s3a settings)
+    query = stream.writeStream.foreachBatch(foreach).option("checkpointLocation", checkpoint).start()
+    print(f"query {query.id} run {query.runId} started", flush=True)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+        foreach.close()
+    print(f"query {query.id} done", flush=True)
+    spark.stop()
+
+
+def start_child(script, args, log_path, tmp=None, storage_options=None):
+    """Start crash child `script` (a file of tests/) with `args`, in a session of its own (PySpark's workers are
+    killed with it: kill_session), its output into `log_path`; `tmp`: its temporary and Spark's local directories
+    (a killed JVM leaves them behind); `storage_options`: the table's, passed in the environment."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if tmp is not None:
+        env.update(TMPDIR=str(tmp), SPARK_LOCAL_DIRS=str(tmp))
+    if storage_options is not None:
+        env[STORAGE_OPTIONS_ENV] = json.dumps(storage_options)
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(
+            [sys.executable, os.path.join(HERE, script), *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
 
 
 # -- watching the table from outside ---------------------------------------------------------------------------
@@ -196,17 +267,13 @@ class Harness:
 
     def start(self):
         self.runs += 1
-        env = dict(os.environ, TMPDIR=str(self.tmp), SPARK_LOCAL_DIRS=str(self.tmp), PYTHONUNBUFFERED="1")
-        env[STORAGE_OPTIONS_ENV] = json.dumps(self.loc.options)
-        with open(self.logs / f"run-{self.runs:02d}.log", "wb") as log:
-            return subprocess.Popen(
-                [sys.executable, CHILD, self.source, self.loc.uri, self.chk],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
+        return start_child(
+            CHILD,
+            [self.source, self.loc.uri, self.chk],
+            self.logs / f"run-{self.runs:02d}.log",
+            tmp=self.tmp,
+            storage_options=self.loc.options,
+        )
 
     def log_tail(self, n=60):
         text = (self.logs / f"run-{self.runs:02d}.log").read_text(errors="replace")

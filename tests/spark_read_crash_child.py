@@ -3,6 +3,8 @@ readStream.format("hoodie") (one commit per micro-batch) and writes SILVER throu
 commit of BRONZE is read, then exits 0. The parent SIGKILLs it mid-run and starts it again from the checkpoint.
 
     python tests/spark_read_crash_child.py BRONZE SILVER CHECKPOINT_DIR
+
+The query itself is crash_harness.run_child_query; here are only its source and its sink.
 """
 
 import os
@@ -11,40 +13,35 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 
-from conftest import spark_builder  # noqa: E402
+from crash_harness import child_main, run_child_query  # noqa: E402
 from hoodie_stream import HoodieStreamSink  # noqa: E402
 from hoodie_stream.spark import register  # noqa: E402
 from stream_model import COLUMNS, OPTIONS  # noqa: E402
 
 
+def bronze_commits(bronze):
+    """The source: BRONZE's commits, one per micro-batch, as the model's columns."""
+
+    def source(spark):
+        register(spark)
+        return (
+            spark.readStream.format("hoodie")
+            .option("hoodie.datasource.read.streaming.max.commits", "1")
+            .load(bronze)
+            .select(*COLUMNS)
+        )
+
+    return source
+
+
 def main(bronze, silver, checkpoint):
-    spark = (
-        spark_builder(app="hoodie-stream-read-crash-child")
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-        .config("spark.sql.adaptive.enabled", "false")
-        .getOrCreate()
+    run_child_query(
+        "hoodie-stream-read-crash-child",
+        bronze_commits(bronze),
+        lambda spark: HoodieStreamSink(silver, dict(OPTIONS, **{"hoodie.table.name": "silver"})),
+        checkpoint,
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    stream = (
-        spark.readStream.format("hoodie")
-        .option("hoodie.datasource.read.streaming.max.commits", "1")
-        .load(bronze)
-        .select(*COLUMNS)
-    )
-    sink = HoodieStreamSink(silver, dict(OPTIONS, **{"hoodie.table.name": "silver"}))
-    query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).start()
-    print(f"query {query.id} run {query.runId} started", flush=True)
-    try:
-        query.processAllAvailable()
-    finally:
-        query.stop()
-        sink.close()
-    print(f"query {query.id} done", flush=True)
-    spark.stop()
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
-        sys.exit("usage: spark_read_crash_child.py BRONZE SILVER CHECKPOINT_DIR")
-    main(*sys.argv[1:])
+    child_main(main, "BRONZE SILVER CHECKPOINT_DIR")

@@ -6,20 +6,15 @@ says of all its topic's events. On local disk and on the S3 test server (the tab
 checkpoint on local disk)."""
 
 import json
-import os
-import subprocess
-import sys
 import time
 
-from crash_harness import STORAGE_OPTIONS_ENV, completed, kill_session, session_members, timeline_state
+from crash_harness import completed, kill_session, session_members, start_child, timeline_state
 from debezium_model import final_rows, load_set
 from hoodie_stream.debezium import table_name
 from hoodie_stream.storage import storage_for
 from oracle import rs_read
 from test_debezium_sink import assert_table_matches, batch_ids, interleaved, write_batch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CHILD = os.path.join(HERE, "cdc_crash_child.py")
 SETS = [  # (message set, record key, connector)
     ("mysql_risingwave_customers_schema.jsonl", ["id"], "mysql"),
     ("pg_flink_products_schema.jsonl", ["id"], "postgresql"),
@@ -41,22 +36,12 @@ def test_a_kill_between_two_tables_commits_loses_and_duplicates_nothing(tmp_path
     batches = interleaved(sets, N_BATCHES)
     for i, batch in enumerate(batches):
         write_batch(tmp_path / "in", i, batch)
-    env = dict(os.environ, TMPDIR=str(tmp_path), SPARK_LOCAL_DIRS=str(tmp_path), PYTHONUNBUFFERED="1")
-    env[STORAGE_OPTIONS_ENV] = json.dumps(location.options)
-    args = [
-        sys.executable,
-        CHILD,
-        str(tmp_path / "in"),
-        base,
-        str(tmp_path / "chk"),
-        json.dumps(tables),
-    ]
+    args = [str(tmp_path / "in"), base, str(tmp_path / "chk"), json.dumps(tables)]
     kills = []
     for run in range(KILLS + 1):
-        with open(tmp_path / f"run-{run}.log", "wb") as log:
-            proc = subprocess.Popen(
-                args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
-            )
+        proc = start_child(
+            "cdc_crash_child.py", args, tmp_path / f"run-{run}.log", tmp=tmp_path, storage_options=location.options
+        )
         groups, started = set(), time.monotonic()
         try:
             while proc.poll() is None:

@@ -3,15 +3,12 @@
 since the last offset, once, and compaction commits bring nothing again; startOffset and trigger(availableNow)."""
 
 import json
-import os
-import subprocess
-import sys
 import time
 
 import pyarrow as pa
 import pytest
 
-from crash_harness import completed, kill_session, session_members, timeline_state
+from crash_harness import completed, kill_session, session_members, start_child, timeline_state
 from hoodie_stream import HoodieStreamSink, HoodieTable
 from hoodie_stream.spark import register
 from oracle import rows
@@ -20,7 +17,6 @@ from stream_model import COLUMNS, OPTIONS, SCHEMA_DDL, generate_batches, write_b
 MAX_COMMITS = "hoodie.datasource.read.streaming.max.commits"
 START_OFFSET = "hoodie.datasource.streaming.startOffset"
 N_BATCHES = 6
-CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark_read_crash_child.py")
 
 
 def upserts(n, seed):
@@ -158,15 +154,7 @@ def test_sigkill_of_the_reading_query_then_restart(chained, tmp_path):
     silver, chk = str(tmp_path / "silver"), str(tmp_path / "chk")
 
     def start(run):
-        with open(tmp_path / f"run-{run}.log", "wb") as log:
-            return subprocess.Popen(
-                [sys.executable, CHILD, bronze, silver, chk],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=dict(os.environ, PYTHONUNBUFFERED="1"),
-                start_new_session=True,
-            )
+        return start_child("spark_read_crash_child.py", [bronze, silver, chk], tmp_path / f"run-{run}.log")
 
     proc = start(1)
     deadline = time.monotonic() + 120
