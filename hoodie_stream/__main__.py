@@ -35,6 +35,17 @@ def _pairs(values, what):
     return out
 
 
+def _positive(text):
+    """An argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
+    return value
+
+
 def _storage_arg(parser):
     parser.add_argument(
         "--storage-option",
@@ -77,7 +88,7 @@ def _parser():
     _storage_arg(summary)
     _table_command(sub, "timeline", "the active timeline: every instant, its state and times")
     commits = _table_command(sub, "commits", "completed commits and what they wrote")
-    commits.add_argument("--limit", type=int, help="only the last N commits")
+    commits.add_argument("--limit", type=_positive, help="only the last N commits")
     slices = _table_command(sub, "slices", "the latest file slice of every file group")
     slices.add_argument("--partition", help="only this partition path")
     _table_command(sub, "stats", "write amplification and file sizes")
@@ -120,6 +131,9 @@ def main(argv=None):
             return run(args, storage_options, options)
     except HoodieError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # any other failure (the store, the OS, Spark): still an error, not "problems found"
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     return 0
 

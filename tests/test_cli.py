@@ -413,3 +413,22 @@ def test_table_is_given_once(capsys, tmp_path):
     capsys.readouterr()
     assert main(["rollback", "--path", str(tmp_path), "20260101000000000"]) == 2  # PATH by --path, then INSTANT
     assert "hoodie.properties" in capsys.readouterr().err
+
+
+def test_a_failure_that_is_no_hoodie_error_exits_2_not_1(capsys, monkeypatch, tmp_path):
+    """Exit code 1 means "validate found problems": a command that fails otherwise (the store, the OS) exits 2."""
+    from hoodie_stream.cli import commands
+
+    def fail(*_args):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(commands, "run", fail)
+    assert main(["validate", str(tmp_path)]) == 2
+    assert "error: OSError: [Errno 5] Input/output error" in capsys.readouterr().err
+
+
+def test_commits_limit_must_be_positive(capsys, tmp_path):
+    for bad in ("0", "-3", "x"):
+        with pytest.raises(SystemExit):
+            main(["commits", str(tmp_path), "--limit", bad])
+        assert "--limit" in capsys.readouterr().err

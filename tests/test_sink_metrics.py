@@ -12,6 +12,7 @@ import textwrap
 import time
 import types
 
+import pyarrow as pa
 import pytest
 
 from hoodie_stream import HoodieStreamSink
@@ -307,3 +308,30 @@ def test_watch_renders_each_progress_in_print_mode():
     ] * 2
     assert "20 rows in" in lines[2] and "2 pending compactions" in lines[2] and "1.50 s" in lines[2]
     assert lines[-1].endswith("(query ended)")
+
+
+def test_watch_of_a_debezium_sink_shows_the_whole_micro_batch():
+    """A DebeziumSink has a metrics row per table a micro-batch wrote: the view adds them up, it does not show the
+    last table's figures as the batch's."""
+
+    class TwoTables:
+        def metrics(self):
+            row = {f.name: None for f in METRICS_SCHEMA}
+            orders = dict(row, table="orders", batch_id=7, instant="1", rows_in=1000, records_written=1000)
+            orders.update(records_inserted=1000, records_updated=0, records_deleted=0, files_written=2)
+            orders.update(bytes_written=2048, batch_seconds=1.5, source_offsets_behind=40)
+            users = dict(orders, table="users", instant="2", rows_in=3, records_written=3, records_inserted=3)
+            users.update(files_written=1, bytes_written=1024, batch_seconds=0.5)
+            return pa.Table.from_pylist([orders, users])
+
+    view = Watch(None, TwoTables(), out=print, notebook=False)
+    view.progress = types.SimpleNamespace(batchId=7, numInputRows=1003, sources=[])
+    row = view.latest()
+    assert (row["rows_in"], row["records_inserted"], row["files_written"], row["bytes_written"]) == (
+        1003,
+        1003,
+        3,
+        3072,
+    )
+    assert row["batch_seconds"] == 2.0 and row["instant"] == "1, 2" and row["source_offsets_behind"] == 40
+    assert "1003 inserts" in view.text() and "1003 rows in" in view.text()

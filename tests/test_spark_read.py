@@ -423,3 +423,20 @@ def test_spark_discovers_the_data_source_without_register(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"rows {HoodieTable(str(path)).read().num_rows}" in done.stdout.splitlines()
+
+
+def test_no_pruning_by_floating_point_partition_values():
+    """Spark's `x = 0.0` holds for -0.0 too, whose partition path differs (`x=-0.0`): a floating-point partition
+    column decides nothing, an integer one does."""
+    from pyspark.sql.datasource import EqualTo, In
+
+    from hoodie_stream.format.keygen import SimpleKeyGenerator
+    from hoodie_stream.spark.partition_pruning import PartitionPruner
+
+    schema = pa.schema([("id", pa.int64()), ("x", pa.float64()), ("n", pa.int32())])
+    floats = PartitionPruner(SimpleKeyGenerator(["id"], ["x"], hive_style=True), schema, [EqualTo(("x",), 0.0)])
+    assert floats.keep("x=-0.0") and floats.keep("x=0.0") and floats.keep("x=1.5")
+    floats = PartitionPruner(SimpleKeyGenerator(["id"], ["x"], hive_style=True), schema, [In(("x",), (0.0, 2.0))])
+    assert floats.keep("x=-0.0")
+    ints = PartitionPruner(SimpleKeyGenerator(["id"], ["n"], hive_style=True), schema, [EqualTo(("n",), 0)])
+    assert ints.keep("n=0") and not ints.keep("n=1")

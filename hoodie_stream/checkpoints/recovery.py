@@ -64,7 +64,7 @@ def latest_data_instant(timeline):
     for inst in reversed(timeline.commits_timeline()):
         if inst.action == "commit":
             meta = timeline.read_commit_metadata(inst.timestamp)
-            if meta.compacted or meta.operation_type in ("COMPACT", "LOG_COMPACT"):
+            if meta.is_compaction:
                 continue
         return inst.timestamp
     return None
@@ -78,7 +78,7 @@ def _data_instants(timeline):
     for inst in timeline.commits_timeline():
         if inst.action == "commit":
             meta = timeline.read_commit_metadata(inst.timestamp)
-            if meta.compacted or meta.operation_type in ("COMPACT", "LOG_COMPACT"):
+            if meta.is_compaction:
                 continue
         out.append(inst)
     return out

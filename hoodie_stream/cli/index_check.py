@@ -70,7 +70,7 @@ def _compaction_instants(table: HoodieTable) -> set[str]:
     out = set()
     for inst in table.timeline.completed(["commit"]):
         meta = table.timeline.read_commit_metadata(inst.timestamp)
-        if meta.compacted or meta.operation_type in ("COMPACT", "LOG_COMPACT"):
+        if meta.is_compaction:
             out.add(inst.timestamp)
     return out
 

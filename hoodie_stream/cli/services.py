@@ -21,7 +21,7 @@ def _instants(path: str, storage_options: dict[str, str] | None) -> dict[str, se
         "completed_compactions": {
             i.timestamp
             for i in timeline.completed(["commit"])
-            if timeline.read_commit_metadata(i.timestamp).operation_type in ("COMPACT", "LOG_COMPACT")
+            if timeline.read_commit_metadata(i.timestamp).is_compaction
         },
         "cleans": {i.timestamp for i in timeline.completed(["clean"])},
     }

@@ -39,10 +39,6 @@ class TableFiles:
         return "rolled_back" if ts in self.rolled_back else "unknown"
 
 
-def _partition_of(stat_partition: str | None, partition: str) -> str:
-    return stat_partition if stat_partition is not None else partition
-
-
 def table_files(table: HoodieTable) -> TableFiles:
     timeline = table.timeline
     out = TableFiles()

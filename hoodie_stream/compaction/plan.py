@@ -33,7 +33,7 @@ def _compaction_instants(timeline):
     found = [i.timestamp for i in timeline.pending(["compaction"])]
     for inst in timeline.completed(["commit"]):
         meta = timeline.read_commit_metadata(inst.timestamp)
-        if meta.compacted or meta.operation_type == "COMPACT":
+        if meta.is_compaction:
             found.append(inst.timestamp)
     return sorted(found)
 

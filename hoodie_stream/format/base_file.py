@@ -143,19 +143,18 @@ def read_base_file(storage, path, columns=None, filters=None):
         return pq.read_table(f, columns=columns, filters=filters)
 
 
+@contextlib.contextmanager
 def parquet_file(storage, path):
-    """A `pyarrow.parquet.ParquetFile` of the base file at `path`, to read row groups or batches; close it (it is a
-    context manager) to release the file."""
+    """`with parquet_file(storage, path) as pf`: a `pyarrow.parquet.ParquetFile` of the base file at `path`, to read
+    row groups or batches; the file is closed when the block ends (a ParquetFile given an open file leaves it open)."""
     import pyarrow.parquet as pq
 
     storage = storage_for(storage)
-    source = storage.open_input(path)
-    try:
+    with storage.open_input(path) as source:
         with _named(storage, path):
-            return pq.ParquetFile(source)
-    except BaseException:
-        source.close()
-        raise
+            pf = pq.ParquetFile(source)
+        with pf:
+            yield pf
 
 
 @contextlib.contextmanager

@@ -123,6 +123,11 @@ class CommitMetadata:
     operation_type: str = "UNKNOWN"
     partition_to_replace_file_ids: dict | None = None
 
+    @property
+    def is_compaction(self) -> bool:
+        """Whether the commit completed a compaction (its `compacted` flag, or a COMPACT / LOG_COMPACT operation)."""
+        return bool(self.compacted) or str(self.operation_type).upper() in ("COMPACT", "LOG_COMPACT")
+
     def to_dict(self):
         d = {
             "partitionToWriteStats": {

@@ -74,7 +74,7 @@ class Watch:
         """The figures of the latest micro-batch: the sink's row for it, completed by the query's progress."""
         row: dict[str, Any] = {}
         if self.sink is not None:
-            rows = self.sink.metrics().to_pylist()
+            rows = per_batch(self.sink.metrics().to_pylist())
             wanted = getattr(self.progress, "batchId", None)
             matching = [r for r in rows if wanted is None or r["batch_id"] == wanted]
             row = dict((matching or rows or [{}])[-1])
@@ -137,7 +137,7 @@ class Watch:
             f"{html.escape('-' if v is None else str(v))}</td></tr>"
             for k, v in rows
         )
-        chart = records_chart(self.sink.metrics().to_pylist()[-CHART_BATCHES:]) if self.sink is not None else ""
+        chart = records_chart(per_batch(self.sink.metrics().to_pylist())[-CHART_BATCHES:]) if self.sink else ""
         return f"<div class='hoodie-watch'><b>{title}</b><table>{body}</table>{chart}</div>"
 
     def _repr_html_(self) -> str:
@@ -288,3 +288,30 @@ def _fmt(value: Any, pattern: str = "{}") -> str | None:
 
 def _slash(row: dict[str, Any], keys: tuple[str, ...], pattern: str = "{}") -> str:
     return " / ".join("-" if row.get(k) is None else pattern.format(row[k]) for k in keys)
+
+
+def per_batch(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The sink's metrics rows as one row per micro-batch: a DebeziumSink has a row per table a micro-batch wrote
+    (they are written one after the other): counts, bytes and seconds add up, the instants are listed, the source's
+    lag is the query's (the same in each row)."""
+    out: dict[Any, dict[str, Any]] = {}
+    for row in rows:
+        merged = out.get(row.get("batch_id"))
+        if merged is None:
+            out[row.get("batch_id")] = {k: v for k, v in row.items() if k != "table"}
+            continue
+        for key, value in row.items():
+            if key in ("table", "batch_id") or value is None:
+                continue
+            old = merged.get(key)
+            if old is None:
+                merged[key] = value
+            elif key == "instant":
+                merged[key] = f"{old}, {value}"
+            elif key in ("source_offsets_behind", "finished_at"):
+                merged[key] = max(old, value)
+            elif isinstance(value, bool):
+                merged[key] = old or value
+            elif isinstance(value, (int, float)):
+                merged[key] = old + value
+    return list(out.values())

@@ -43,9 +43,11 @@ def _table(table: HoodieTable | str) -> HoodieTable:
 
 def _completed_commits(commits: pa.Table) -> pa.Table:
     """Completed commit-like instants (those with figures) of `HoodieTable.commits()`, with a `time` column: the
-    completion time, else the requested time."""
+    completion time, else the requested time; in the order they completed (an async compaction completes after
+    delta commits requested later)."""
     done = commits.filter(pc.and_(pc.equal(commits["state"], COMPLETED), pc.is_valid(commits["operation"])))
-    return done.append_column("time", pc.coalesce(done["completed_time"], done["requested_time"]))
+    done = done.append_column("time", pc.coalesce(done["completed_time"], done["requested_time"]))
+    return done.sort_by([("time", "ascending")])
 
 
 def _empty(ax: Any, what: str) -> None:

@@ -3,11 +3,12 @@
 Pruning is conservative: a partition is dropped only when its path proves that none of its rows can pass a filter
 on a partition column. The path is compared with the filter's literal rendered by the table's own key generator
 (`SimpleKeyGenerator` / `ComplexKeyGenerator`: the partition path of a row is a function of its partition column
-values), so `city = 'são luís'` finds `city=s%C3%A3o%20lu%C3%ADs` exactly as the writer named it. Range filters
-(`<`, `<=`, `>`, `>=`, `LIKE 'x%'`) are decided on string and integer columns of tables written without URL
-encoding. Anything else keeps the partition: other key generators (timestamp-based, custom), the default
+values), so `city = 'são luís'` finds the partition exactly as the writer named it (URL-encoded or not). Range
+filters (`<`, `<=`, `>`, `>=`, `LIKE 'x%'`) are decided on string and integer columns (on the decoded path of a
+URL-encoded table). Anything else keeps the partition: other key generators (timestamp-based, custom), the default
 partition (`__HIVE_DEFAULT_PARTITION__`: null or empty values), `NOT`, `IS NULL`, literals that do not convert to
-the column's type. The filters are still handed back to Spark, which applies them to the rows read.
+the column's type, floating-point columns (Spark's `0.0 = -0.0` holds, their paths differ). The filters are still
+handed back to Spark, which applies them to the rows read.
 """
 
 from __future__ import annotations
@@ -102,6 +103,8 @@ class PartitionPruner:
         if any(v is None for v in literals):
             return None
         column_type = self.schema.field(field).type
+        if pa.types.is_floating(column_type):  # 0.0 = -0.0 (and NaN = NaN) in Spark: several paths, one value
+            return None
         try:
             values = pa.array(literals).cast(column_type)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError):

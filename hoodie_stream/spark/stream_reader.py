@@ -42,7 +42,6 @@ from .spark_arrow import record_batches
 OFFSET = "instant"
 EARLIEST = "0"  # sorts before every instant time: nothing read yet
 _NO_LIMIT = 2**31 - 1  # Spark's ReadMaxFiles takes a Java int
-_COMPACTION_OPERATIONS = ("COMPACT", "LOG_COMPACT")
 
 
 @dataclass(frozen=True)
@@ -133,8 +132,7 @@ class HoodieStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _writer_commit(self, table: HoodieTable, ts: str) -> CommitInfo | None:
         if ts not in self._writer_commits:
             meta = table.timeline.read_commit_metadata(ts)
-            compaction = meta.compacted or str(meta.operation_type).upper() in _COMPACTION_OPERATIONS
-            self._writer_commits[ts] = None if compaction else CommitInfo(ts, len(meta.all_write_stats()))
+            self._writer_commits[ts] = None if meta.is_compaction else CommitInfo(ts, len(meta.all_write_stats()))
         return self._writer_commits[ts]
 
     # -- micro-batches -----------------------------------------------------------------------------------------
