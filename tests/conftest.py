@@ -64,6 +64,27 @@ def spark_builder(master="local[2]", app="hoodie-stream-tests", conf=None):
 
 
 @pytest.fixture(scope="session")
+def java_hudi():
+    """Factory: java_hudi("0.15.0" | "1.2.0") -> that Hudi version's oracle (tests/java_hudi.py), one JVM per version
+    for the whole test session, started on first use. Fails with the setup command when the oracle is not set up."""
+    import java_hudi as jh
+
+    missing = jh.oracle_missing()
+    if missing:
+        pytest.fail(missing)
+    started: dict[str, jh.JavaHudi] = {}
+
+    def get(version):
+        if version not in started:
+            started[version] = jh.JavaHudi(version)
+        return started[version]
+
+    yield get
+    for oracle in started.values():
+        oracle.close()
+
+
+@pytest.fixture(scope="session")
 def spark():
     """The one shared local SparkSession of the test session."""
     session = spark_builder().getOrCreate()

@@ -74,10 +74,16 @@ def _natural_wrapper(value):
     raise HoodieFormatError(f"no ordering value wrapper for {type(value).__name__} value {value!r}")
 
 
+# A delete without an ordering value (applied by arrival) carries Hudi's default ordering value, IntWrapper(0), as
+# Hudi's writers put it (HoodieRecordPayload.getOrderingValue's default): Hudi's log scanners take a 0 as "natural
+# order", and fail on a null one (the payload of a delete is built with it: "Ordering value is null").
+NO_ORDERING = ("IntWrapper", 0)
+
+
 def _ordering_union(value, wrapper):
-    """fastavro tuple notation for the orderingVal union branch, or None."""
+    """fastavro tuple notation for the orderingVal union branch (Hudi's default IntWrapper(0) for None)."""
     if value is None:
-        return None
+        value, wrapper = NO_ORDERING[1], NO_ORDERING[0]
     if isinstance(value, tuple):
         wrapper, value = value
     name = _wrapper_name(wrapper) if wrapper else _natural_wrapper(value)
@@ -91,7 +97,7 @@ def _ordering_union(value, wrapper):
 def delete_content(keys, partitions, ordering_vals=None, wrapper=None):
     """DELETE content: int32 3, int32 payload length, Avro binary HoodieDeleteRecordList.
 
-    Ordering values: None -> null; a value -> its natural wrapper (int -> LongWrapper, float -> DoubleWrapper,
+    Ordering values: None -> IntWrapper(0) (Hudi's "no ordering value"); a value -> its natural wrapper (int -> LongWrapper, float -> DoubleWrapper,
     str -> StringWrapper, ...), or the wrapper named by `wrapper` (e.g. "int" / "IntWrapper") for all values,
     or per value a tuple (wrapper, value).
     """
@@ -160,8 +166,10 @@ def delete_content_arrow(keys, partition, ordering=None):
         }
         table = pa.table({"recordKey": keys.cast(pa.string()), "partitionPath": constant_strings(partition, n)})
         pieces = [_binary(*encode_records(table, ident), n)]
+        # IntWrapper(0): its union branch, then the zigzag varint 0
+        no_value = bytes(_zigzag_varint(_union_branch(schema, "orderingVal", NO_ORDERING[0])[0])) + b"\x00"
         if wrapper is None:
-            pieces.append(pa.repeat(pa.scalar(b"\x00", pa.large_binary()), n))
+            pieces.append(pa.repeat(pa.scalar(no_value, pa.large_binary()), n))
         else:
             branch, wrapper_schema = _union_branch(schema, "orderingVal", wrapper)
             value_schema = {
@@ -180,10 +188,10 @@ def delete_content_arrow(keys, partition, ordering=None):
             with_branch = pc.binary_join_element_wise(
                 pa.scalar(lead, pa.large_binary()), encoded, pa.scalar(b"", pa.large_binary())
             )
-            # rows without a value get the null branch; the others their value, in row order
+            # rows without a value get IntWrapper(0); the others their value, in row order
             slots = np.cumsum(present.to_numpy(zero_copy_only=False)) - 1
             taken = pc.take(with_branch, pa.array(np.maximum(slots, 0)))
-            pieces.append(pc.if_else(present, taken, pa.scalar(b"\x00", pa.large_binary())))
+            pieces.append(pc.if_else(present, taken, pa.scalar(no_value, pa.large_binary())))
         rows = pc.binary_join_element_wise(*pieces, pa.scalar(b"", pa.large_binary()))
         body = rows.buffers()[2].to_pybytes()[_offset_of(rows, 0) : _offset_of(rows, n)]
         payload = bytes(_zigzag_varint(n)) + body + b"\x00"

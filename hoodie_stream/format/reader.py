@@ -21,6 +21,7 @@ from .merge import KEY, Version, merge, merge_mode
 from .table_config import TableConfig
 from .table_html import table_html
 from .table_info import commits, file_slices
+from .time_travel import check_as_of, check_incremental, check_not_cleaned
 from .timeline import Timeline
 
 # an instant a read names: an instant time or date-time text, a datetime or a date (instant.parse_instant_time)
@@ -111,6 +112,9 @@ class HoodieTable:
         read_optimized: base files only. incremental: the latest version (as of `end`) of the records written by
         instants in (start, end]. `as_of`, `start` and `end` take Hudi's instant forms (`instant.parse_instant_time`:
         `yyyyMMddHHmmssSSS`, `yyyy-MM-dd HH:mm:ss[.SSS]`, `yyyy-MM-dd`, ISO date-times); anything else is refused.
+        As in Hudi, `as_of` must be earlier than the first incomplete commit, and neither `as_of` nor `end` may be
+        before the earliest commit the last clean retained (`time_travel.HoodieTimeTravelError`); a table written
+        without meta fields has no incremental query.
         """
         if query_type not in QUERY_TYPES:
             raise HoodieError(f"query_type must be one of {QUERY_TYPES}, got {query_type!r}")
@@ -121,11 +125,16 @@ class HoodieTable:
             start, end = (
                 None if t is None else parse_instant_time(t, name, zone) for t, name in ((start, "start"), (end, "end"))
             )
+            check_incremental(self)
+            if end is not None:
+                check_not_cleaned(self.timeline, end, "end")
             table = self._read_incremental(start, end)
         else:
             if start is not None or end is not None:
                 raise HoodieError("start/end apply to incremental reads only; use as_of for time travel")
             as_of = None if as_of is None else parse_instant_time(as_of, "as_of", zone)
+            if as_of is not None:
+                check_as_of(self.timeline, as_of)
             table = self._read_snapshot(as_of, read_optimized=query_type == "read_optimized")
         if not self.meta_fields:
             table = table.drop_columns([c for c in META_FIELDS if c in table.column_names])

@@ -22,6 +22,7 @@ from ..errors import HoodieError
 from ..format.avro_schema import META_FIELDS
 from ..format.instant import parse_instant_time
 from ..format.reader import HoodieTable
+from ..format.time_travel import check_as_of, check_incremental, check_not_cleaned
 from ..storage.options import S3A_PREFIX, s3a_settings
 from .file_splits import FileSplit, plan_incremental, plan_snapshot, read_split, worker_table
 from .partition_pruning import PartitionPruner
@@ -50,12 +51,19 @@ class Query:
         begin = options.begin
         if begin is not None and begin.strip("0") == "":  # "0", "000": from the first commit, as Hudi reads it
             begin = None
-        return cls(
+        query = cls(
             options,
             instant(options.as_of, AS_OF_INSTANT),
             instant(begin, BEGIN_INSTANTTIME),
             instant(options.end, END_INSTANTTIME),
         )
+        if query.as_of is not None:
+            check_as_of(table.timeline, query.as_of, AS_OF_INSTANT)
+        if options.query_type == "incremental":
+            check_incremental(table)
+        if query.end is not None:
+            check_not_cleaned(table.timeline, query.end, END_INSTANTTIME)
+        return query
 
     @property
     def schema_instant(self) -> str | None:
