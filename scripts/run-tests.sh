@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-venv.sh
+bash scripts/setup-hudi-oracle.sh  # Apache Hudi itself, the oracle of the `java_hudi` tests (.venv-hudi)
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy

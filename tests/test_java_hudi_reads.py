@@ -11,7 +11,7 @@ import java_hudi as jh
 from conftest import unzip_table, v6_table_zips
 from hoodie_stream import HoodieTable
 from hoodie_stream.errors import HoodieError
-from java_hudi_tables import MAKERS
+from java_hudi_tables import MAKERS, plain
 
 pytestmark = [pytest.mark.java_hudi, pytest.mark.spark]
 
@@ -163,3 +163,15 @@ def test_hudi_and_we_read_the_real_fixtures_alike(java_hudi, tmp_path, zip_path,
     path = str(unzip_table(zip_path, tmp_path))
     problems = compare(java_hudi(version), path, zip_path.stem)
     assert not problems, f"{zip_path.stem}, Hudi {version}:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("version", jh.VERSIONS)
+def test_hudi_reads_a_sink_table_on_the_s3_test_server(java_hudi, spark, s3_server, version):
+    """The plain sink's table on the S3 test server, read by Hudi through s3a (hadoop-aws) from the same endpoint."""
+    uri = s3_server.new_table_uri("plain")
+    options = s3_server.options()
+    plain(spark, uri, storage_options=options)
+    hudi = java_hudi(version)
+    hudi.hadoop_conf(jh.s3a_conf(options))
+    problems = compare(hudi, uri, "plain", storage_options=options)
+    assert not problems, f"s3 plain, Hudi {version}:\n" + "\n".join(problems)

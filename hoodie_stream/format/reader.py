@@ -21,7 +21,7 @@ from .merge import KEY, Version, merge, merge_mode
 from .table_config import TableConfig
 from .table_html import table_html
 from .table_info import commits, file_slices
-from .time_travel import check_as_of, check_incremental, check_not_cleaned
+from .time_travel import check_as_of, check_incremental, check_incremental_window
 from .timeline import Timeline
 
 # an instant a read names: an instant time or date-time text, a datetime or a date (instant.parse_instant_time)
@@ -126,8 +126,7 @@ class HoodieTable:
                 None if t is None else parse_instant_time(t, name, zone) for t, name in ((start, "start"), (end, "end"))
             )
             check_incremental(self)
-            if end is not None:
-                check_not_cleaned(self.timeline, end, "end")
+            check_incremental_window(self.timeline, start, end)
             table = self._read_incremental(start, end)
         else:
             if start is not None or end is not None:

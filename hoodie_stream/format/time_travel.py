@@ -4,6 +4,7 @@ its end instant, so an end the cleaner has passed fails there too, on the first 
 
 from ..errors import HoodieError
 from .avro_models import read_container
+from .file_names import parse_base_file_name, parse_log_file_name
 from .instant import CLEAN, COMMIT, COMMIT_ACTIONS, COMPLETED, Instant
 
 
@@ -55,3 +56,42 @@ def check_incremental(table) -> None:
             f"{table.path}: incremental queries are not supported on a table written without meta fields "
             f"(hoodie.populate.meta.fields=false): no record carries the commit that wrote it"
         )
+
+
+def cleaned_files(timeline) -> set[str]:
+    """Names of the files the completed cleans of the active timeline deleted."""
+    names: set[str] = set()
+    for inst in timeline.completed([CLEAN]):
+        meta = read_container(timeline.read_bytes(inst))
+        for partition in (meta.get("partitionMetadata") or {}).values():
+            names.update(n.rpartition("/")[2] for n in partition.get("successDeleteFiles") or ())
+    return names
+
+
+def check_incremental_window(timeline, start: str | None, end: str | None, name: str = "end") -> None:
+    """Refuse an incremental window (start, end] that Hudi cannot read. Hudi's incremental query reads, of every file
+    group the window's commits wrote, the latest file slice as of `end` made of the files those commits wrote
+    (MergeOnReadIncrementalRelation: a file-system view of the commits' files), and fails on the first one a clean
+    deleted; so is the window refused here, naming the file."""
+    cleaned = cleaned_files(timeline)
+    if not cleaned:
+        return
+    slices: dict[tuple[str, str], dict[str, list[str]]] = {}  # (partition, file id) -> {slice base instant: files}
+    for inst in timeline.commits_timeline():
+        if (start is not None and inst.timestamp <= start) or (end is not None and inst.timestamp > end):
+            continue
+        for stat in timeline.read_commit_metadata(inst.timestamp).all_write_stats():
+            file_name = (stat.path or "").rpartition("/")[2]
+            base, log = parse_base_file_name(file_name), parse_log_file_name(file_name)
+            slice_instant = base.instant if base else log.base_instant if log else None
+            if slice_instant is not None:
+                group = slices.setdefault((stat.partition_path or "", stat.file_id), {})
+                group.setdefault(slice_instant, []).append(file_name)
+    for (partition, _file_id), group in slices.items():
+        gone = [f for f in group[max(group)] if f in cleaned]
+        if gone:
+            raise HoodieTimeTravelError(
+                f"{timeline.hoodie_dir}: the incremental window ({start}, {end}] reads {partition}/{gone[0]}, which a "
+                f"clean deleted (the earliest commit retained: {earliest_retained(timeline)}); read from a later "
+                f"{name} or retain more commits (clean.retain_commits)"
+            )

@@ -22,7 +22,7 @@ from ..errors import HoodieError
 from ..format.avro_schema import META_FIELDS
 from ..format.instant import parse_instant_time
 from ..format.reader import HoodieTable
-from ..format.time_travel import check_as_of, check_incremental, check_not_cleaned
+from ..format.time_travel import check_as_of, check_incremental, check_incremental_window
 from ..storage.options import S3A_PREFIX, s3a_settings
 from .file_splits import FileSplit, plan_incremental, plan_snapshot, read_split, worker_table
 from .partition_pruning import PartitionPruner
@@ -61,8 +61,7 @@ class Query:
             check_as_of(table.timeline, query.as_of, AS_OF_INSTANT)
         if options.query_type == "incremental":
             check_incremental(table)
-        if query.end is not None:
-            check_not_cleaned(table.timeline, query.end, END_INSTANTTIME)
+            check_incremental_window(table.timeline, query.start, query.end, END_INSTANTTIME)
         return query
 
     @property
