@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import HoodieError
 from .runs import run_ends
 
 KEY = "_hoodie_record_key"
@@ -36,9 +37,18 @@ EVENT_TIME_PAYLOADS = {
 }
 
 
+def ordering_field(props):
+    """The table's ordering (precombine) field, or None: `hoodie.table.precombine.field`, or the name Hudi 1.x writes
+    instead, also into version 6 tables, `hoodie.table.ordering.fields` (one field: several are refused by name)."""
+    field = props.get("hoodie.table.precombine.field") or props.get("hoodie.table.ordering.fields") or None
+    if field and "," in field:
+        raise HoodieError(f"the table orders records by several fields ({field}); one ordering field is supported")
+    return field
+
+
 def merge_mode(props):
     """(mode, ordering field or None) from hoodie.properties-style props."""
-    ordering = props.get("hoodie.table.precombine.field") or None
+    ordering = ordering_field(props)
     explicit = props.get("hoodie.record.merge.mode")
     if explicit in (COMMIT_TIME_ORDERING, EVENT_TIME_ORDERING):
         mode = explicit

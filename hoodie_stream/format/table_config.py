@@ -12,6 +12,7 @@ from ..errors import (
 )
 from ..storage import storage_for
 from . import java_properties
+from .merge import ordering_field
 
 log = logging.getLogger("hoodie_stream")
 
@@ -227,7 +228,7 @@ class TableConfig:
 
     @property
     def precombine_field(self):
-        return self.props.get("hoodie.table.precombine.field") or None
+        return ordering_field(self.props)
 
     @property
     def partition_fields(self):

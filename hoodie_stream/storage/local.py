@@ -52,6 +52,16 @@ def _token(st: os.stat_result) -> str:
     return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"
 
 
+def _drop_checksum(target: str) -> None:
+    """Remove the `.<name>.crc` beside a file that Hadoop's local file system wrote (Hudi on a local path): once the
+    file is replaced or deleted the checksum is stale, and Hadoop refuses to read a file whose checksum differs."""
+    directory, name = os.path.split(target)
+    try:
+        os.remove(os.path.join(directory, f".{name}.crc"))
+    except FileNotFoundError:
+        pass
+
+
 def _fsync_dir(directory: str) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -180,6 +190,7 @@ class LocalStorage(Storage):
             else:
                 os.replace(tmp, target)
                 placed = True
+                _drop_checksum(target)
             _fsync_dir(directory)
         finally:
             if not placed:
@@ -244,6 +255,7 @@ class LocalStorage(Storage):
             os.remove(target)
         except FileNotFoundError:
             return False
+        _drop_checksum(target)
         self._after_removals(os.path.dirname(target))
         return True
 
@@ -255,6 +267,7 @@ class LocalStorage(Storage):
                 os.remove(target)
             except FileNotFoundError:
                 continue
+            _drop_checksum(target)
             directories.add(os.path.dirname(target))
         for directory in sorted(directories, reverse=True):  # deepest first: a parent may empty in turn
             self._after_removals(directory)
