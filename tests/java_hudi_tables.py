@@ -163,6 +163,12 @@ def inline_compaction(spark, path):
     _batches(spark, path, opts, _upserts_and_deletes())
 
 
+def async_compaction(spark, path):
+    """Async compaction every 2 delta commits (the sink's default mode), waited for when the sink closes."""
+    opts = {"compaction.schedule.enabled": "true", "compaction.async.enabled": "true", "compaction.delta_commits": "2"}
+    _batches(spark, path, opts, _upserts_and_deletes())
+
+
 def compacted_and_cleaned(spark, path):
     """Offline compaction after every micro-batch, then a clean keeping one commit."""
     sink = HoodieStreamSink(path, {**BASE})
@@ -200,6 +206,7 @@ MAKERS = {
     "debezium": debezium,
     "pending_compaction": pending_compaction,
     "inline_compaction": inline_compaction,
+    "async_compaction": async_compaction,
     "compacted_and_cleaned": compacted_and_cleaned,
     "rolled_back": rolled_back,
 }

@@ -113,16 +113,17 @@ def append_log(
         blocks.append(LogBlock(BlockType.AVRO_DATA, header, content, {}))
     n_deletes = 0
     if deletes is not None and len(deletes[0]):
-        del_keys, ordering = deletes
-        n_deletes = len(del_keys)
-        if isinstance(del_keys, (pa.Array, pa.ChunkedArray)):
-            content = delete_content_arrow(del_keys, partition, ordering)
-        else:
-            content = delete_content(
-                list(del_keys), [partition] * n_deletes, ordering if ordering is not None else [None] * n_deletes
-            )
+        n_deletes = len(deletes[0])
         header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: schema_json}
-        blocks.append(LogBlock(BlockType.DELETE, header, content, {}))
+        for del_keys, ordering in _delete_groups(*deletes):
+            if isinstance(del_keys, (pa.Array, pa.ChunkedArray)):
+                content = delete_content_arrow(del_keys, partition, ordering)
+            else:
+                n = len(del_keys)
+                content = delete_content(
+                    list(del_keys), [partition] * n, ordering if ordering is not None else [None] * n
+                )
+            blocks.append(LogBlock(BlockType.DELETE, header, content, {}))
     if not blocks:
         return None
     path = join(partition, name)
@@ -156,6 +157,27 @@ def append_log(
         base_file=base_file or "",
         log_files=logs,
     )
+
+
+def _delete_groups(keys, ordering):
+    """The deletes as one DELETE block's (keys, ordering values), or two when some have an ordering value and some
+    none: those without (applied by arrival, IntWrapper(0)) first, then the others, so that no block mixes ordering
+    value types (hudi-rs refuses such a block; Hudi writes one type per block)."""
+    if ordering is None:
+        return [(keys, ordering)]
+    if not isinstance(ordering, (pa.Array, pa.ChunkedArray)):  # Python lists
+        none = [i for i, v in enumerate(ordering) if v is None]
+        if len(none) in (0, len(ordering)):
+            return [(keys, ordering)]
+        rest = [i for i, v in enumerate(ordering) if v is not None]
+        return [([keys[i] for i in none], None), ([keys[i] for i in rest], [ordering[i] for i in rest])]
+    if ordering.null_count in (0, len(ordering)):
+        return [(keys, ordering)]
+    natural = ordering.is_null()
+    return [
+        (pc.filter(keys, natural), None),
+        (pc.filter(keys, pc.invert(natural)), pc.filter(ordering, pc.invert(natural))),
+    ]
 
 
 def _data_content(records, keys, order, partition, instant, task_id, file_id, header_schema):
