@@ -175,12 +175,29 @@ def test_hudi_writes_into_a_sink_table_after_a_full_compaction_and_the_sink_cont
     check(path, model, hudi, "after the sink continued")
 
 
-@pytest.mark.parametrize("version", jh.VERSIONS)
-def test_the_sink_continues_a_table_hudi_created_with_its_defaults(java_hudi, spark, tmp_path, version):
-    """Hudi's defaults: the metadata table, its default index, inline compaction every 2 delta commits."""
+SHAPES = {  # Hudi's writer options beyond its defaults, and the sink's matching options
+    "partitioned": ({}, {}),
+    "nonpartitioned_bloom": (
+        {
+            "hoodie.datasource.write.partitionpath.field": "",
+            "hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.NonpartitionedKeyGenerator",
+            "hoodie.index.type": "BLOOM",
+        },
+        {"hoodie.datasource.write.partitionpath.field": ""},
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("version", "shape"), [("0.15.0", "partitioned"), ("0.15.0", "nonpartitioned_bloom"), ("1.2.0", "partitioned")]
+)
+def test_the_sink_continues_a_table_hudi_created_with_its_defaults(java_hudi, spark, tmp_path, version, shape):
+    """Hudi's defaults (the metadata table, its index, its payload class) and inline compaction every 2 delta commits;
+    partitioned with Hudi's default index, or not partitioned with the bloom index."""
     hudi = java_hudi(version)
     path = str(tmp_path / "t")
     model = Model()
+    hudi_extra, sink_extra = SHAPES[shape]
     opts = {
         k: v
         for k, v in hudi_options(
@@ -188,6 +205,7 @@ def test_the_sink_continues_a_table_hudi_created_with_its_defaults(java_hudi, sp
         ).items()
         if not k.startswith(("hoodie.index.", "hoodie.simple."))
     }
+    opts.update(hudi_extra)
     writes = [
         initial(9),
         [(1, 20, "nyc", "b1"), (9, 20, "sf", "b9")],
@@ -203,7 +221,7 @@ def test_the_sink_continues_a_table_hudi_created_with_its_defaults(java_hudi, sp
         ([(1, 50, "nyc", "s1"), (10, 5, "nyc", "late10"), (11, 50, "sf", "s11"), (2, 50, "sf", "moved2")], [(9, "sf")]),
         ([(4, 60, "nyc", "back4"), (11, 60, "sf", "s11b")], [(0, "sf")]),
     ]
-    sink_write(spark, path, batches, model)
+    sink_write(spark, path, batches, model, **sink_extra)
     check(path, model, hudi, "after the sink continued")
     list(compact_table(path, spark=spark))
     check(path, model, hudi, "after the sink's offline compaction")
