@@ -109,6 +109,16 @@ class JavaHudi:
         pq.write_table(data, src)
         self.request(op="write", path=_s3a(path), input=str(src), options=options, mode=mode)
 
+    def stream_write(self, path: str, batches: list[pa.Table], options: dict) -> None:
+        """Write `batches` with Hudi's Structured Streaming sink (`writeStream.format("hudi")`), one micro-batch
+        each, in one availableNow query."""
+        src = self._out()
+        src.mkdir()
+        for i, batch in enumerate(batches):
+            pq.write_table(batch, src / f"part-{i:04d}.parquet")
+            os.utime(src / f"part-{i:04d}.parquet", (1_700_000_000 + i, 1_700_000_000 + i))  # read in this order
+        self.request(op="stream_write", path=_s3a(path), input=str(src), checkpoint=str(src) + "-chk", options=options)
+
     def sql(self, statement: str) -> list[dict]:
         return self.request(op="sql", sql=statement)["rows"]
 

@@ -281,3 +281,47 @@ def test_without_the_full_compaction_hudis_index_misses_keys_in_log_files(java_h
     hudi.write(path, rows_table([(1, 20, "nyc", "h1")]), hudi_options("0.15.0", "t"))
     keys = [r["id"] for r in hudi.read(path, jh.snapshot()).to_pylist()]
     assert sorted(keys) == [0, 1, 1, 2, 3, 4, 5], "Hudi's index found a key held in a log file only"
+
+
+def test_the_sink_continues_a_table_hudis_streaming_sink_wrote_with_async_compaction(java_hudi, spark, tmp_path):
+    """Hudi 0.15's Structured Streaming sink (its defaults: async compaction for MERGE_ON_READ, here every 2 delta
+    commits), a delete by `_hoodie_is_deleted`; then the sink continues, running any plan Hudi left pending."""
+    hudi = java_hudi("0.15.0")
+    path = str(tmp_path / "t")
+    model = Model()
+    opts = {
+        k: v
+        for k, v in hudi_options("0.15.0", "t", **{"hoodie.compact.inline.max.delta.commits": "2"}).items()
+        if not k.startswith(("hoodie.index.", "hoodie.simple."))
+    }
+    writes = [
+        initial(9),
+        [(1, 20, "nyc", "b1"), (9, 20, "sf", "b9")],
+        [(2, 30, "sao_paulo", "c2")],
+        [(5, 40, "sao_paulo", "d5")],
+    ]
+    batches = [rows_table(rows) for rows in writes]
+    gone = rows_table([(4, 50, "nyc", "")])
+    batches.append(gone.set_column(4, "_hoodie_is_deleted", pa.array([True])))
+    hudi.stream_write(path, batches, opts)
+    model.follow(path)
+    for rows in writes:
+        model.upsert(rows)
+    model.delete([4])
+    timeline = HoodieTable(path).timeline
+    assert len(timeline.completed(["deltacommit"])) == len(batches), "Hudi's stream wrote one delta commit a batch"
+    assert timeline.completed(["commit"]) or timeline.pending(["compaction"]), "Hudi scheduled no compaction"
+    check(path, model, hudi, "after Hudi's stream")
+    inline = {
+        "compaction.schedule.enabled": "true",
+        "compaction.async.enabled": "false",
+        "compaction.delta_commits": "1",
+        # Hudi's stream recorded its batch ids 0-4 under the default writer identifier, which the sink shares:
+        # batches called without a streaming query (no query id to tell them apart) take another identifier, or
+        # the sink would skip them as written (exactly once)
+        "hoodie.datasource.write.streaming.checkpoint.identifier": "hoodie-stream",
+    }
+    batches = [([(1, 60, "nyc", "s1"), (12, 60, "sf", "s12")], [(9, "sf")]), ([(2, 70, "sf", "moved2")], [])]
+    sink_write(spark, path, batches, model, **inline)
+    assert not HoodieTable(path).timeline.pending(["compaction"]), "a compaction plan stayed pending"
+    check(path, model, hudi, "after the sink continued and compacted")

@@ -8,6 +8,8 @@ lines on stdin; each answer is one line on stdout starting with ANSWER (the JVM 
       spark.read.format("hudi").options(...).load(P), written as Parquet into DIR -> {"rows": n}
   {"op": "write", "path": P, "input": PARQUET, "options": {...}, "mode": "append"|"overwrite"}
       the rows of PARQUET written with df.write.format("hudi") -> {}
+  {"op": "stream_write", "path": P, "input": DIR, "checkpoint": C, "options": {...}}
+      the Parquet files of DIR, one per micro-batch, written by Hudi's streaming sink (availableNow) -> {}
   {"op": "sql", "sql": S}
       spark.sql(S), its rows as JSON values (str() of anything JSON does not carry) -> {"rows": [...]}
   {"op": "hadoop", "conf": {...}}
@@ -67,6 +69,20 @@ def _handle(spark, req):
     if op == "write":
         df = spark.read.parquet(req["input"])
         df.write.format("hudi").options(**req.get("options", {})).mode(req.get("mode", "append")).save(req["path"])
+        return {}
+    if op == "stream_write":
+        # Hudi's Structured Streaming sink over the Parquet files of a directory, one file a micro-batch, until all
+        # are written (availableNow)
+        schema = spark.read.parquet(req["input"]).schema
+        stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(req["input"])
+        query = (
+            stream.writeStream.format("hudi")
+            .options(**req.get("options", {}))
+            .option("checkpointLocation", req["checkpoint"])
+            .trigger(availableNow=True)
+            .start(req["path"])
+        )
+        query.awaitTermination()
         return {}
     if op == "sql":
         rows = spark.sql(req["sql"]).collect()
