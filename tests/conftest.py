@@ -65,23 +65,24 @@ def spark_builder(master="local[2]", app="hoodie-stream-tests", conf=None):
 
 @pytest.fixture(scope="session")
 def java_hudi():
-    """Factory: java_hudi("0.15.0" | "1.2.0") -> that Hudi version's oracle (tests/java_hudi.py), one JVM per version
-    for the whole test session, started on first use. Fails with the setup command when the oracle is not set up."""
+    """Factory: java_hudi("0.15.0" | "1.2.0") -> that Hudi version's oracle (tests/java_hudi.py), one JVM per version,
+    started on first use and stopped after the last `java_hudi` test of the run (pytest_runtest_teardown below).
+    Fails with the setup command when the oracle is not set up."""
     import java_hudi as jh
 
     missing = jh.oracle_missing()
     if missing:
         pytest.fail(missing)
-    started: dict[str, jh.JavaHudi] = {}
+    yield jh.oracle
+    jh.close_oracles()
 
-    def get(version):
-        if version not in started:
-            started[version] = jh.JavaHudi(version)
-        return started[version]
 
-    yield get
-    for oracle in started.values():
-        oracle.close()
+def pytest_runtest_teardown(item, nextitem):
+    """The Hudi oracles' JVMs (1-1.5 GB each) stop once no `java_hudi` test follows (they run together, by module)."""
+    if item.get_closest_marker("java_hudi") and (nextitem is None or not nextitem.get_closest_marker("java_hudi")):
+        import java_hudi as jh
+
+        jh.close_oracles()
 
 
 @pytest.fixture(scope="session")

@@ -135,6 +135,21 @@ class JavaHudi:
                 self._proc.kill()
 
 
+_STARTED: dict[str, JavaHudi] = {}
+
+
+def oracle(version: str) -> JavaHudi:
+    """The oracle of a Hudi version, started on first use and kept until close_oracles()."""
+    if version not in _STARTED:
+        _STARTED[version] = JavaHudi(version)
+    return _STARTED[version]
+
+
+def close_oracles() -> None:
+    while _STARTED:
+        _STARTED.popitem()[1].close()
+
+
 def _s3a(path: str) -> str:
     return "s3a://" + path[len("s3://") :] if path.startswith("s3://") else path
 
