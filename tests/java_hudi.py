@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from oracle import META, rows
+from oracle import rows
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".venv-hudi"
@@ -207,13 +207,3 @@ def same_rows(ours: pa.Table, theirs: pa.Table | None, columns=None) -> tuple[bo
     only_ours = [r for r in a if r not in b][:3]
     only_theirs = [r for r in b if r not in a][:3]
     return False, f"{len(a)} rows vs Hudi's {len(b)}; only ours: {only_ours}; only Hudi's: {only_theirs}"
-
-
-def assert_hudi_reads(hudi: JavaHudi, path: str, ours: pa.Table, options: dict, columns=None, context="") -> None:
-    theirs = hudi.read(path, options)
-    ok, why = same_rows(ours, theirs, columns)
-    assert ok, f"{context} Hudi {hudi.version} {options}: {why}"
-
-
-def data_columns(table: pa.Table) -> list[str]:
-    return sorted(c for c in table.column_names if c not in META)

@@ -34,22 +34,23 @@ SINK = {
 }
 
 
-def hudi_options(version: str, name: str, **extra) -> dict[str, str]:
+def hudi_options(version: str, name: str, global_index: bool = True, **extra) -> dict[str, str]:
     """Hudi's Spark writer options for the same table: key, ordering and partition fields, MERGE_ON_READ, the
-    global simple index (a key that changes partition moves, as the sink's global index does); 1.2.0 writes table
-    version 6 (without it, it upgrades the table to 9)."""
+    global simple index (a key that changes partition moves, as the sink's global index does; else Hudi's default
+    index); 1.2.0 writes table version 6 (without it, it upgrades the table to 9)."""
     opts = {
         "hoodie.table.name": name,
         "hoodie.datasource.write.table.type": "MERGE_ON_READ",
         "hoodie.datasource.write.recordkey.field": "id",
         "hoodie.datasource.write.precombine.field": "ts",
         "hoodie.datasource.write.partitionpath.field": "city",
-        "hoodie.index.type": "GLOBAL_SIMPLE",
-        "hoodie.simple.index.update.partition.path": "true",
         "hoodie.upsert.shuffle.parallelism": "2",
         "hoodie.insert.shuffle.parallelism": "2",
         "hoodie.delete.shuffle.parallelism": "2",
     }
+    if global_index:
+        opts["hoodie.index.type"] = "GLOBAL_SIMPLE"
+        opts["hoodie.simple.index.update.partition.path"] = "true"
     if version != "0.15.0":
         opts["hoodie.write.table.version"] = "6"
         opts["hoodie.write.auto.upgrade"] = "false"
@@ -198,13 +199,8 @@ def test_the_sink_continues_a_table_hudi_created_with_its_defaults(java_hudi, sp
     path = str(tmp_path / "t")
     model = Model()
     hudi_extra, sink_extra = SHAPES[shape]
-    opts = {
-        k: v
-        for k, v in hudi_options(
-            version, "t", **{"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": "2"}
-        ).items()
-        if not k.startswith(("hoodie.index.", "hoodie.simple."))
-    }
+    inline = {"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": "2"}
+    opts = hudi_options(version, "t", global_index=False, **inline)
     opts.update(hudi_extra)
     writes = [
         initial(9),
@@ -289,11 +285,7 @@ def test_the_sink_continues_a_table_hudis_streaming_sink_wrote_with_async_compac
     hudi = java_hudi("0.15.0")
     path = str(tmp_path / "t")
     model = Model()
-    opts = {
-        k: v
-        for k, v in hudi_options("0.15.0", "t", **{"hoodie.compact.inline.max.delta.commits": "2"}).items()
-        if not k.startswith(("hoodie.index.", "hoodie.simple."))
-    }
+    opts = hudi_options("0.15.0", "t", global_index=False, **{"hoodie.compact.inline.max.delta.commits": "2"})
     writes = [
         initial(9),
         [(1, 20, "nyc", "b1"), (9, 20, "sf", "b9")],

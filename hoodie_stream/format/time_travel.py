@@ -5,7 +5,7 @@ its end instant, so an end the cleaner has passed fails there too, on the first 
 from ..errors import HoodieError
 from .avro_models import read_container
 from .file_names import parse_base_file_name, parse_log_file_name
-from .instant import CLEAN, COMMIT, COMMIT_ACTIONS, COMPLETED, Instant
+from .instant import CLEAN, COMMIT, COMMIT_ACTIONS
 
 
 class HoodieTimeTravelError(HoodieError):
@@ -19,7 +19,7 @@ def earliest_retained(timeline) -> str | None:
     cleans = timeline.completed([CLEAN])
     if not cleans:
         return None
-    meta = read_container(timeline.read_bytes(Instant(cleans[-1].timestamp, CLEAN, COMPLETED)))
+    meta = read_container(timeline.read_bytes(cleans[-1]))
     earliest = meta.get("earliestCommitToRetain") or ""
     if earliest:
         return earliest

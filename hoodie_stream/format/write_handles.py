@@ -24,7 +24,6 @@ from .file_names import base_file_name, log_file_name, parse_log_file_name, writ
 from .log_block import BlockType, HeaderKey, LogBlock
 from .log_writer import write_log_file
 from .markers import create_marker
-from .partition_metadata import write_partition_metadata
 from .partition_path import check_partition_path
 from .string_buffers import constant_strings
 
@@ -119,19 +118,12 @@ def append_log(
             if isinstance(del_keys, (pa.Array, pa.ChunkedArray)):
                 content = delete_content_arrow(del_keys, partition, ordering)
             else:
-                n = len(del_keys)
-                content = delete_content(
-                    list(del_keys), [partition] * n, ordering if ordering is not None else [None] * n
-                )
+                content = delete_content(list(del_keys), [partition] * len(del_keys), ordering)
             blocks.append(LogBlock(BlockType.DELETE, header, content, {}))
     if not blocks:
         return None
     path = join(partition, name)
     create_marker(storage, instant, path, "APPEND")
-    if new_file_group:
-        # a new file group may open a new partition: Hudi's listing (without a metadata table) finds partitions
-        # by this file, as its append handle writes it
-        write_partition_metadata(storage, partition, instant)
     size = write_log_file(storage, path, blocks)
     logs = slice_log_files(storage, partition, file_id, base_instant)
     return WriteStat(

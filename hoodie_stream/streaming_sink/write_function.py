@@ -25,6 +25,7 @@ from ..format.file_names import write_token
 from ..format.fs_view import FileSystemView, list_file_groups
 from ..format.instant import INFLIGHT, Instant
 from ..format.markers import marker_dir, marker_name
+from ..format.partition_metadata import write_partition_metadata
 from ..format.runs import runs
 from ..format.timeline import Timeline
 from ..format.write_handles import append_log
@@ -141,6 +142,7 @@ class BufferedWriter:
         self.peak_buffered = 0
         self.peak_real = 0
         self._slices = {}  # partition -> {file id: (base instant, base file name)}
+        self._partitions = set()  # partitions whose .hoodie_partition_metadata this task made sure of
         self._freed = 0  # Arrow bytes flushed since memory was last given back
         self._timeline = None
 
@@ -226,6 +228,11 @@ class BufferedWriter:
         else:  # no copy of the bucket
             data, dels = table, table.slice(0, 0)
         base_instant, base_file, new_group = self._slice_of(bucket.partition, file_id, table)
+        if new_group and bucket.partition not in self._partitions:
+            # a new file group may open a new partition: Hudi's listing (without a metadata table) finds partitions
+            # by this file, as its append handle (and the bulk insert here) writes it
+            write_partition_metadata(self.fn.context.storage, bucket.partition, self.fn.context.instant)
+            self._partitions.add(bucket.partition)
         records = keys = order = None
         if data.num_rows:
             # records go to the log block in arrival order; append_log takes them a chunk at a time through

@@ -14,7 +14,6 @@ lines on stdin; each answer is one line on stdout starting with ANSWER (the JVM 
       spark.sql(S), its rows as JSON values (str() of anything JSON does not carry) -> {"rows": [...]}
   {"op": "hadoop", "conf": {...}}
       set Hadoop configuration keys (s3a endpoint and keys of the S3 test server) -> {}
-  {"op": "version"} -> {"spark": "3.5.7", "jars": "..."}
 
 Errors answer {"error": "<the exception, first lines>"} and the process goes on.
 """
@@ -92,8 +91,6 @@ def _handle(spark, req):
         for key, value in req["conf"].items():
             conf.set(key, value)
         return {}
-    if op == "version":
-        return {"spark": spark.version, "jars": spark.conf.get("spark.jars")}
     raise ValueError(f"unknown op {op!r}")
 
 
