@@ -97,9 +97,9 @@ def _ordering_union(value, wrapper):
 def delete_content(keys, partitions, ordering_vals=None, wrapper=None):
     """DELETE content: int32 3, int32 payload length, Avro binary HoodieDeleteRecordList.
 
-    Ordering values: None -> IntWrapper(0) (Hudi's "no ordering value"); a value -> its natural wrapper (int -> LongWrapper, float -> DoubleWrapper,
-    str -> StringWrapper, ...), or the wrapper named by `wrapper` (e.g. "int" / "IntWrapper") for all values,
-    or per value a tuple (wrapper, value).
+    Ordering values: None -> IntWrapper(0) (Hudi's "no ordering value"); a value -> its natural wrapper (int ->
+    LongWrapper, float -> DoubleWrapper, str -> StringWrapper, ...), or the wrapper named by `wrapper` (e.g. "int" /
+    "IntWrapper") for all values, or per value a tuple (wrapper, value).
     """
     n = len(keys)
     if ordering_vals is None:

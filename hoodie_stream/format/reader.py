@@ -209,9 +209,6 @@ class HoodieTable:
         if not touched:
             return self.arrow_schema(end).empty_table()
         table = self._read_snapshot(end, file_ids=touched, window={i.timestamp for i in window})
-        if not self.meta_fields:
-            # Without commit times in the rows, the window selects whole file groups (as hudi-rs does).
-            return table
         times = table["_hoodie_commit_time"]
         keep = pc.less_equal(times, end)
         if start is not None:
