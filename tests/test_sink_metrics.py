@@ -259,6 +259,8 @@ query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", {chk!
 query.awaitTermination()
 spark.stop()  # no sink.close(): async compaction may still run
 print("stopped", flush=True)
+import faulthandler
+faulthandler.dump_traceback_later(120, exit=True)  # a thread keeping the process alive: its stack, then exit 1
 """
 
 
@@ -276,7 +278,7 @@ def test_spark_stop_without_close_prints_no_traceback(tmp_path):
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, env=env, timeout=600, cwd=ROOT
     )
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, done.stderr[-6000:]
     assert "stopped" in done.stdout
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     assert "setCallSite" not in done.stderr

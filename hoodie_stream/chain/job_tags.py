@@ -1,4 +1,4 @@
-"""Spark job tags on a micro-batch's jobs, to wait for their tasks after a failure.
+"""Spark job tags on a micro-batch's (or a compaction's) jobs, to wait for their tasks after a failure.
 
 When a task fails, Spark fails its job at once and only asks the job's other running tasks to stop: a task writing
 files can go on for a while. Before the driver rolls a failed instant back (or removes the table a failed first
@@ -21,10 +21,15 @@ log = logging.getLogger("hoodie_stream.chain")
 STOP_WAIT_S = 30.0
 
 
+def new_tag(what: str) -> str:
+    """A tag no other job carries, naming `what` its jobs do."""
+    return f"hoodie-stream-{what}-{uuid.uuid4().hex[:8]}"
+
+
 @contextlib.contextmanager
-def tagged_jobs(sc: Any, what: str) -> Iterator[str]:
-    """Tag the Spark jobs this thread starts inside the block; yields the tag."""
-    tag = f"hoodie-stream-{what}-{uuid.uuid4().hex[:8]}"
+def tagged_jobs(sc: Any, what: str, tag: str | None = None) -> Iterator[str]:
+    """Tag the Spark jobs this thread starts inside the block (with `tag`, or a new one); yields the tag."""
+    tag = tag or new_tag(what)
     sc.addJobTag(tag)
     try:
         yield tag
@@ -63,7 +68,7 @@ def wait_for_tasks(sc: Any, tag: str, timeout_s: float = STOP_WAIT_S) -> bool:
             return True
         if time.monotonic() >= deadline:
             log.warning(
-                "%d task(s) of a failed micro-batch still ran after %.0f s; rolling back anyway", left, timeout_s
+                "%d task(s) of the failed jobs tagged %s still ran after %.0f s; cleaning up anyway", left, tag, timeout_s
             )
             return False
         time.sleep(delay)

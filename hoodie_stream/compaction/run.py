@@ -5,8 +5,8 @@ import contextlib
 import json
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
+from ..chain.job_tags import new_tag, tagged_jobs, wait_for_tasks
 from ..errors import rebuild_task_error
 from ..format.base_file import DEFAULT_COMPRESSION
 from ..format.commit_metadata import WriteStat
@@ -56,15 +56,16 @@ def run_compaction(
         guard()
     timeline.transition_to_inflight(instant, "compaction", b"")
     committed = {i.timestamp for i in timeline.commits_timeline()}
+    tag = new_tag(f"compaction-{instant}")
     try:
         rows = [(json.dumps(op.to_avro()),) for op in ops]
         task = CompactTask(storage, instant, committed, max_memory_bytes, nice, compression)
         if not rows:
             result = []
         elif concurrency:
-            result = _run_operations_apart(spark, task, rows, concurrency, before_task, job_context, stopped)
+            result = _run_operations_apart(spark, task, rows, concurrency, before_task, job_context, stopped, tag)
         else:
-            result = _run_job(spark, task, rows, min(len(rows), tasks or len(rows)))
+            result = _run_job(spark, task, rows, min(len(rows), tasks or len(rows)), tag)
         stats = []
         for row in result:
             data = json.loads(row["stat"])
@@ -87,6 +88,9 @@ def run_compaction(
             storage,
             type(error or exc).__name__,
         )
+        # Spark fails the job at the first failed task and only asks the others to stop: the files they still
+        # write must exist before they are removed
+        wait_for_tasks(spark.sparkContext, tag)
         revert_to_requested(storage, timeline, instant)
         if error is not None:
             raise error from None
@@ -94,50 +98,63 @@ def run_compaction(
     return stats
 
 
-def _run_job(spark, task, rows, partitions):
-    """One Spark job running the execute operator over `rows` (operations as JSON) in `partitions` tasks."""
+def _run_job(spark, task, rows, partitions, tag):
+    """One Spark job, tagged `tag`, running the execute operator over `rows` (operations as JSON) in `partitions`
+    tasks."""
     from pyspark.sql import types as T
 
-    frame = spark.createDataFrame(rows, "op string")
-    frame = frame.coalesce(1) if partitions == 1 else frame.repartition(partitions)
-    return frame.mapInArrow(task, T.StructType([T.StructField("stat", T.StringType())])).collect()
+    with tagged_jobs(spark.sparkContext, "compaction", tag):
+        frame = spark.createDataFrame(rows, "op string")
+        frame = frame.coalesce(1) if partitions == 1 else frame.repartition(partitions)
+        return frame.mapInArrow(task, T.StructType([T.StructField("stat", T.StringType())])).collect()
 
 
 class CompactionStopped(Exception):
     """The compaction's service was stopped before every operation ran (the plan goes back to requested)."""
 
 
-def _run_operations_apart(spark, task, rows, concurrency, before_task, job_context, stopped=None):
+def _run_operations_apart(spark, task, rows, concurrency, before_task, job_context, stopped, tag):
     """Each operation its own one-task job, `concurrency` jobs at a time; the first failure (or `stopped()`) stops
     the others from starting new operations and is raised once the running ones ended."""
     pending = list(reversed(rows))
     lock = threading.Lock()
     failed = threading.Event()
     context = job_context or contextlib.nullcontext
+    outcomes = [None] * min(concurrency, len(rows))
 
-    def worker():
+    def worker(slot):
         out = []
-        with context():
-            while not failed.is_set():
-                with lock:
-                    if not pending:
-                        return out
-                    row = pending.pop()
-                if before_task is not None:
-                    before_task()
-                if stopped is not None and stopped():
-                    failed.set()
-                    raise CompactionStopped("the compaction service was stopped")
-                try:
-                    out += _run_job(spark, task, [row], 1)
-                except BaseException:
-                    failed.set()
-                    raise
-        return out
+        try:
+            with context():
+                while not failed.is_set():
+                    with lock:
+                        if not pending:
+                            break
+                        row = pending.pop()
+                    if before_task is not None:
+                        before_task()
+                    if stopped is not None and stopped():
+                        raise CompactionStopped("the compaction service was stopped")
+                    out += _run_job(spark, task, [row], 1, tag)
+        except BaseException as exc:
+            failed.set()
+            outcomes[slot] = exc
+        else:
+            outcomes[slot] = out
 
-    with ThreadPoolExecutor(max_workers=min(concurrency, len(rows)), thread_name_prefix="hoodie-compact") as pool:
-        futures = [pool.submit(worker) for _ in range(min(concurrency, len(rows)))]
+    # daemon threads, not a ThreadPoolExecutor (whose threads the interpreter joins at exit): a job submitted
+    # while a script's spark.stop() runs may never be answered, and must not keep the process from ending
+    threads = [
+        threading.Thread(target=worker, args=(slot,), name=f"hoodie-compact-{slot}", daemon=True)
+        for slot in range(len(outcomes))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     result = []
-    for future in futures:
-        result += future.result()  # raises the first failure (every worker has ended)
+    for outcome in outcomes:  # the first failure is raised (every worker has ended)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        result += outcome
     return result
