@@ -49,7 +49,12 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]  # child processes run Spark;
 
 SEED = int(os.environ.get("HOODIE_CRASH_SEED", "20250611"))
 N_BATCHES = 14
-TARGETS = ["write"] * 3 + ["index"] * 2 + ["inflight"] * 2 + ["commit"] * 2 + ["rollback"] * 2 + ["random"]
+# every kind of kill on local disk; on the S3 server (where a run takes longer) one of each, the phases the
+# checks below need twice
+TARGETS = {
+    "local": ["write"] * 3 + ["index"] * 2 + ["inflight"] * 2 + ["commit"] * 2 + ["rollback"] * 2 + ["random"],
+    "s3": ["write"] * 2 + ["index"] * 2 + ["inflight", "commit", "rollback", "random"],
+}
 FINAL_TIMEOUT = 240
 
 
@@ -79,8 +84,8 @@ def crash_batches(n_batches, seed):
     return out
 
 
-def make_schedule(rng):
-    targets = list(TARGETS)
+def make_schedule(rng, kind):
+    targets = list(TARGETS[kind])
     rng.shuffle(targets)
     return [(t, rng.choice([0, 0, 0, 1, 1]), rng.uniform(0.0, 0.6 if t == "inflight" else 1.5)) for t in targets]
 
@@ -94,7 +99,7 @@ def test_sigkill_at_random_moments_then_restart_from_the_checkpoint(tmp_path, lo
     h = Harness(tmp_path, location)
     kills = []
     started = time.monotonic()
-    for target, skip, delay in make_schedule(rng):
+    for target, skip, delay in make_schedule(rng, location.kind):
         committed = committed_batches(location, h.chk) if os.path.exists(h.chk) else []
         files = spark_batch_files(h.chk) if committed else {}
         remaining = N_BATCHES - sum(len(files[b]) for b in committed)  # input files not yet committed
@@ -146,9 +151,9 @@ def test_sigkill_at_random_moments_then_restart_from_the_checkpoint(tmp_path, lo
         flush=True,
     )
 
-    assert len(kills) >= 10
+    assert len(kills) == len(TARGETS[location.kind])
     assert not [k for k in kills if k.detail["timeout"]], "a run hung until its timeout"
     assert phases.get("mid_write", 0) >= 1, phases
-    assert sum(phases.get(p, 0) for p in INFLIGHT_PHASES) >= 4, phases
+    assert sum(phases.get(p, 0) for p in INFLIGHT_PHASES) >= (4 if location.kind == "local" else 3), phases
     assert phases.get("index_save", 0) >= 1, phases
     assert phases.get("after_hudi_commit", 0) >= 1, phases
