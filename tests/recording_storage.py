@@ -76,10 +76,10 @@ class RecordingStorage(Storage):
     def size(self, path):
         return self._local.size(self._at("size", path))
 
-    def list(self, path="", recursive=False, start_after=None):
+    def list(self, path="", recursive=False, start_after=None, temp=False):
         hidden = self._at("list", path)
         out = []
-        for info in self._local.list(hidden, recursive):
+        for info in self._local.list(hidden, recursive, temp=temp):
             shown = _shown(info.path)
             if self.prefix:
                 shown = shown[len(self.prefix) + 1 :]

@@ -5,6 +5,7 @@ import re
 import pytest
 
 from conftest import LOG_FILES, unzip_table, v6_table_zips
+from hoodie_stream.checkpoints.recovery import remove_leftovers
 from hoodie_stream.errors import HoodieFormatError
 from hoodie_stream.format.file_names import (
     BaseFileName,
@@ -20,6 +21,8 @@ from hoodie_stream.format.file_names import (
     write_token,
 )
 from hoodie_stream.format.markers import create_marker, delete_markers, list_markers, marker_dir, marker_name
+from hoodie_stream.storage import LocalStorage
+from hoodie_stream.storage.local import temp_name
 
 FID = "6d3d1d6e-2298-4080-a0c1-494877d6f40a-0"
 
@@ -134,6 +137,22 @@ def test_markers(tmp_path):
     delete_markers(base, "002")
     assert not os.path.exists(os.path.join(base, marker_dir("002"))) and list_markers(base, "002") == []
     delete_markers(base, "002")
+
+
+def test_a_marker_write_cut_short_leaves_a_temp_file_no_listing_shows(tmp_path):
+    """A task cancelled while it created a marker leaves the storage layer's temporary file in the marker
+    directory: the markers are listed without it, recovery removes it."""
+    base = str(tmp_path)
+    create_marker(base, "004", f"p/{base_file_name(FID, '0-1-2', '004')}", "CREATE")
+    name = marker_name(f"{FID}_1-1-2_004.parquet", "CREATE")
+    left = os.path.join(base, marker_dir("004"), "p", temp_name(name))
+    open(left, "wb").close()
+    assert list_markers(base, "004") == [(f"p/{FID}_0-1-2_004.parquet", "CREATE")]
+    storage = LocalStorage(base)
+    assert [f.name for f in storage.list(f"{marker_dir('004')}/p")] == [name.replace("1-1-2", "0-1-2")]
+    assert os.path.basename(left) in [f.name for f in storage.list(marker_dir("004"), recursive=True, temp=True)]
+    remove_leftovers(base)
+    assert not os.path.exists(left)
 
 
 def test_timeline_server_markers(tmp_path):

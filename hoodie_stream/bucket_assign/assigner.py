@@ -373,10 +373,10 @@ class ListedIndex(Storage):
     def _touched(self, path):
         self._stale.add(path.rpartition("/")[0])
 
-    def list(self, path="", recursive=False, start_after=None):
-        if not recursive and start_after is None and self._covers(path.rstrip("/")):
+    def list(self, path="", recursive=False, start_after=None, temp=False):
+        if not recursive and start_after is None and not temp and self._covers(path.rstrip("/")):
             return sorted(self._listed().get(path.rstrip("/"), []), key=lambda f: f.path)
-        return self.inner.list(path, recursive, start_after)
+        return self.inner.list(path, recursive, start_after, temp)
 
     def list_dirs(self, path=""):
         return self.inner.list_dirs(path)

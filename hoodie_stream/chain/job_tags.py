@@ -68,7 +68,10 @@ def wait_for_tasks(sc: Any, tag: str, timeout_s: float = STOP_WAIT_S) -> bool:
             return True
         if time.monotonic() >= deadline:
             log.warning(
-                "%d task(s) of the failed jobs tagged %s still ran after %.0f s; cleaning up anyway", left, tag, timeout_s
+                "%d task(s) of the failed jobs tagged %s still ran after %.0f s; cleaning up anyway",
+                left,
+                tag,
+                timeout_s,
             )
             return False
         time.sleep(delay)

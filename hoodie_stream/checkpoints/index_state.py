@@ -231,7 +231,7 @@ def remove_instant(storage, instant):
     names = {instant + suffix for suffix in _STATE_FILE_SUFFIXES}
     doomed = [
         info.path
-        for info in storage.list(INDEX_DIR, recursive=True)
+        for info in storage.list(INDEX_DIR, recursive=True, temp=True)
         if info.name in names or (info.name.startswith(".") and info.name.endswith(".tmp"))
     ]
     if doomed:

@@ -36,7 +36,7 @@ def remove_leftovers(storage):
     """Delete what killed writers leave behind and no reader uses: temp files of log, base and timeline writes,
     and marker directories of completed instants. Only safe while nothing writes to the table."""
     storage = storage_for(storage)
-    for info in storage.list("", recursive=True):
+    for info in storage.list("", recursive=True, temp=True):
         if info.path.startswith((".hoodie/metadata/", ".hoodie/.aux/")):
             continue
         if is_temp_name(info.name):

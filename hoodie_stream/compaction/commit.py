@@ -25,7 +25,7 @@ def _new_files(storage, instant, plan):
     """Relative paths of base files this compaction wrote (markers, plus a scan of the plan's partitions)."""
     found = {path for path, _io in list_markers(storage, instant)}
     for partition in {op.partition for op in plan_operations(plan)}:
-        for info in storage.list(partition):
+        for info in storage.list(partition, temp=True):
             parsed = parse_base_file_name(info.name)
             if (parsed and parsed.instant == instant) or (
                 is_temp_name(info.name) and f"_{instant}.parquet." in info.name

@@ -72,10 +72,14 @@ class Storage:
     def size(self, path: str) -> int:
         raise NotImplementedError
 
-    def list(self, path: str = "", recursive: bool = False, start_after: str | None = None) -> list[FileInfo]:
+    def list(
+        self, path: str = "", recursive: bool = False, start_after: str | None = None, temp: bool = False
+    ) -> list[FileInfo]:
         """Objects directly in directory `path` (or anywhere under it), sorted by path; [] if there are none.
         `start_after` (a path relative to the root, like the results'): only objects whose path sorts after it
-        (an object store then lists from there: a timeline is read again from its newest instant on)."""
+        (an object store then lists from there: a timeline is read again from its newest instant on). The
+        temporary files of this layer's own writes (a write a killed or cancelled process left) are listed only
+        with `temp` (for the code that removes them): no reader, marker or timeline listing ever sees them."""
         raise NotImplementedError
 
     def list_dirs(self, path: str = "") -> builtins.list[str]:  # `list` is the method above

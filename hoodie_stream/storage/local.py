@@ -137,16 +137,16 @@ class LocalStorage(Storage):
         except FileNotFoundError:
             raise HoodieObjectNotFoundError(self.uri_of(path), "does not exist") from None
 
-    def list(self, path="", recursive=False, start_after=None):
+    def list(self, path="", recursive=False, start_after=None, temp=False):
         path = check_relative(path)
         found: list[FileInfo] = []
-        self._scan(path, recursive, found)
+        self._scan(path, recursive, found, temp)
         if start_after is not None:
             found = [f for f in found if f.path > start_after]
         found.sort(key=lambda f: f.path)
         return found
 
-    def _scan(self, path, recursive, found):
+    def _scan(self, path, recursive, found, temp):
         try:
             entries = list(os.scandir(self._abs(path)))
         except (FileNotFoundError, NotADirectoryError):
@@ -156,7 +156,9 @@ class LocalStorage(Storage):
             try:
                 if entry.is_dir(follow_symlinks=False):
                     if recursive:
-                        self._scan(rel, recursive, found)
+                        self._scan(rel, recursive, found, temp)
+                    continue
+                if not temp and is_temp_name(entry.name):
                     continue
                 st = entry.stat()
             except FileNotFoundError:  # removed while listing

@@ -315,7 +315,7 @@ class ObjectStorage(Storage):
     def size(self, path):
         return int(self.head(path)["size"])
 
-    def list(self, path="", recursive=False, start_after=None):
+    def list(self, path="", recursive=False, start_after=None, temp=False):  # puts are atomic: no temp objects
         import obstore
 
         key = self._key(path)

@@ -409,7 +409,7 @@ class HoodieStreamSink:
             for name in storage.list_dirs(""):
                 if name not in dirs or name == ".hoodie":
                     _delete_table_files(storage, name)
-            for info in storage.list(""):
+            for info in storage.list("", temp=True):
                 if info.path not in files:
                     storage.delete(info.path)
             self.lease.remove_on_release = True  # nothing of the table is left: the lease object goes too
@@ -667,7 +667,7 @@ def _delete_table_files(storage, name):
     for name in storage.list_dirs(".hoodie"):
         if name != ".locks":
             storage.delete_tree(f".hoodie/{name}")
-    for info in storage.list(".hoodie"):
+    for info in storage.list(".hoodie", temp=True):
         storage.delete(info.path)
 
 
@@ -697,7 +697,11 @@ def _half_created(storage):
         return False
     if _has_properties(storage):
         return False
-    left = [info for info in storage.list(".hoodie", recursive=True) if not info.path.startswith(".hoodie/.locks/")]
+    left = [
+        info
+        for info in storage.list(".hoodie", recursive=True, temp=True)
+        if not info.path.startswith(".hoodie/.locks/")
+    ]
     if not left or any(not info.name.startswith(".") for info in left if info.path.count("/") == 1):
         return False
     files, dirs = _root_entries(storage)
@@ -706,7 +710,7 @@ def _half_created(storage):
 
 def _root_entries(storage):
     """(file names, directory names) directly in the table root."""
-    return {info.path for info in storage.list("")}, set(storage.list_dirs(""))
+    return {info.path for info in storage.list("", temp=True)}, set(storage.list_dirs(""))
 
 
 # Avro's type promotions (a reader of the wider type reads data of the narrower one), which Hudi's schema
