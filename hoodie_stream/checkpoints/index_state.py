@@ -29,6 +29,7 @@ import pyarrow.ipc as ipc
 
 from ..errors import HoodieObjectNotFoundError
 from ..format.runs import run_ends
+from ..format.timeline import CommittedInstants
 from ..storage import storage_for
 from .key_index import HASH as KEY_HASH
 from .key_index import STATE_SCHEMA, KeyIndex, coded
@@ -59,7 +60,8 @@ _STATE_FILE_SUFFIXES = [f".{kind}{ext}" for kind in ("full", "delta") for ext in
 def _state_files(infos, committed):
     """(full instants, delta instants) among `committed` of a key group's listed files (FileInfo), each sorted,
     {(instant, kind): FileInfo}, and the paths of the files older than the newest committed full file (nothing
-    reads them)."""
+    reads them). Files of archived instants (before the active timeline) count as committed."""
+    committed = CommittedInstants.of(committed)
     files = {}
     for info in infos:
         stem, _, suffix = info.name.rpartition(".")
@@ -108,6 +110,7 @@ def load_indexes(storage, key_groups, committed):
     is written at least every 2 x COMPACT_EVERY micro-batches, so a key group keeps at most that many files).
     """
     storage = storage_for(storage)
+    committed = CommittedInstants.of(committed)
     listed = {kg: _state_files(storage.list(group_dir(kg)), committed) for kg in key_groups}
     stale = [path for kg in key_groups for path in listed[kg][3]]
     if stale:

@@ -197,7 +197,7 @@ def rebuild_index(spark, storage, timeline, key_groups, global_index, tasks):
     latest = latest_data_instant(timeline)
     if latest is None:
         return None
-    committed = {i.timestamp for i in timeline.commits_timeline()}
+    committed = timeline.committed_instants()
     storage = storage_for(storage)
     view = FileSystemView(storage, timeline)
     rows = [

@@ -13,6 +13,7 @@ is told by the keys themselves.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import numpy as np
@@ -45,7 +46,7 @@ def _latest_rows(tables: list[pa.Table]) -> pa.Table:
     return table.take(pa.array(run_ends(table["key"].combine_chunks()))).drop_columns(["row"])
 
 
-def read_index(table: HoodieTable, committed: set[str], show_progress: bool | None = None) -> pa.Table | None:
+def read_index(table: HoodieTable, committed: AbstractSet[str], show_progress: bool | None = None) -> pa.Table | None:
     """(key, partition, file_id, key_group) of the index state as of the completed instants; None without one."""
     storage = table.storage
     by_dir: dict[str, list[Any]] = {}
@@ -75,7 +76,9 @@ def _compaction_instants(table: HoodieTable) -> set[str]:
     return out
 
 
-def table_keys(table: HoodieTable, committed: set[str], global_index: bool) -> tuple[pa.Table, set[tuple[str, str]]]:
+def table_keys(
+    table: HoodieTable, committed: AbstractSet[str], global_index: bool
+) -> tuple[pa.Table, set[tuple[str, str]]]:
     """(key, partition, file_id, live) of every record of the latest slices (deletes the slices hold included), and
     the (partition, file id) of the file groups whose latest base file a compaction wrote."""
     compactions = _compaction_instants(table)
@@ -118,7 +121,7 @@ def _entry(key: str, partition: str | None, file_id: str | None) -> str:
 
 def check_index(table: HoodieTable, show_progress: bool | None = None) -> tuple[int, list[Problem]]:
     """(index entries checked, problems); (0, []) when the table has no index state."""
-    committed = {i.timestamp for i in table.timeline.commits_timeline()}
+    committed = table.timeline.committed_instants()
     index = read_index(table, committed, show_progress)
     if index is None:
         return 0, []

@@ -27,6 +27,7 @@ class TableFiles:
     completed_other: set[str] = field(default_factory=set)  # completed instants of other actions (rollbacks...)
     pending: set[str] = field(default_factory=set)  # instants of any action not completed
     timeline_start: str | None = None  # the earliest instant of the active timeline (older ones are archived)
+    archived: set[str] = field(default_factory=set)  # instants with a completed record in the archived timeline
 
     def instant_state(self, ts: str) -> str:
         """completed, pending, archived (before the active timeline), rolled_back or unknown (a failed write)."""
@@ -34,7 +35,7 @@ class TableFiles:
             return "completed"
         if ts in self.pending:
             return "pending"
-        if self.timeline_start is None or ts < self.timeline_start:
+        if ts in self.archived or self.timeline_start is None or ts < self.timeline_start:
             return "archived"
         return "rolled_back" if ts in self.rolled_back else "unknown"
 
@@ -47,6 +48,7 @@ def table_files(table: HoodieTable) -> TableFiles:
             if parse_base_file_name(info.name) or parse_log_file_name(info.name):
                 out.listed[join(partition, info.name)] = int(info.size)
     out.timeline_start = min((i.timestamp for i in timeline.instants), default=None)
+    out.archived = table.archived_timeline().completed_times()
     out.pending = {i.timestamp for i in timeline.instants if i.state != COMPLETED}
     out.completed_other = {i.timestamp for i in timeline.completed()}
     for inst in timeline.commits_timeline():

@@ -129,6 +129,7 @@ def validate(table: HoodieTable, index: bool = True, show_progress: bool | None 
     logs = sorted(p for p in files.listed if parse_log_file_name(p.rpartition("/")[2]) is not None)
     report.checked = {
         "completed_instants": len(files.completed),
+        "archived_instants": len(files.archived),
         "data_files": len(files.listed),
         "log_files": len(logs),
     }

@@ -42,6 +42,7 @@ from ..format.markers import create_marker
 from ..format.merge import KEY, Version, merge_mode, merge_pieces, split_base
 from ..format.reader import HoodieTable
 from ..format.string_buffers import constant_strings
+from ..format.timeline import CommittedInstants
 from ..storage import Storage, join, storage_for
 from .operation import CompactionOperation
 
@@ -226,6 +227,8 @@ def compact_operation(
     for name in log_names:
         if parse_log_file_name(name) is None:
             raise HoodieFormatError(f"compaction {instant}: {name!r} is not a log file name")
+
+    committed = CommittedInstants.of(committed)  # blocks of archived instants count
 
     def counts(t):
         return t in committed and t < instant

@@ -1,7 +1,9 @@
 """File-system view: file groups and file slices of a table, as of an instant.
 
 Visibility follows Java Hudi's file-system view:
-- a base file is visible only when its instant is a completed commit-like instant (<= as_of);
+- a base file is visible only when its instant is a completed commit-like instant (<= as_of), or is older than the
+  active timeline's first completed commit-like instant (archived: committed, as Hudi's
+  containsOrBeforeTimelineStarts has it);
 - log files belong to the slice named by the base instant in their file name; a slice whose base instant is a
   pending compaction has no base file yet, so its logs are read together with the previous slice;
 - file groups replaced by a completed replacecommit are hidden;
@@ -127,7 +129,9 @@ class FileSystemView:
         self.timeline = timeline or Timeline(self.storage)
         self.as_of = as_of
         completed = self.timeline.commits_timeline()
-        self.committed = {i.timestamp for i in completed if as_of is None or i.timestamp <= as_of}
+        # completed commit-like instants, and the archived ones before the active timeline (Hudi's
+        # containsOrBeforeTimelineStarts): a base file or log block of an archived instant is committed
+        self.committed = self.timeline.committed_instants(as_of)
         self.pending_compactions = {
             i.timestamp for i in self.timeline.pending(["compaction"]) if as_of is None or i.timestamp <= as_of
         }

@@ -1,7 +1,7 @@
 """Scan the log files of a file slice into the record versions that count.
 
 Blocks are taken in log order. A block counts only when its INSTANT_TIME is a completed commit-like instant
-(<= as_of); a rollback command block cancels the blocks of its target instant read before it; corrupt blocks
+(<= as_of) or older than the active timeline (archived; `timeline.CommittedInstants`); a rollback command block cancels the blocks of its target instant read before it; corrupt blocks
 are skipped. Data blocks become Arrow tables, delete blocks become delete versions.
 """
 

@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from ..errors import HoodieError
 from ..storage import Storage, storage_for
+from .archived_timeline import ARCHIVE_FOLDER, ArchivedTimeline
 from .avro_schema import META_FIELDS, avro_to_arrow_schema
 from .base_file import read_base_file
 from .fs_view import FileSlice, FileSystemView
@@ -71,6 +72,11 @@ class HoodieTable:
         id (columns: `hoodie_stream.format.table_info`)."""
         return commits(self)
 
+    def archived_timeline(self) -> ArchivedTimeline:
+        """The archived timeline (`.hoodie/archived/`, `hoodie.archivelog.folder`): instants moved out of the active
+        timeline, with their archived metadata."""
+        return ArchivedTimeline.load(self.storage, self.config.props.get("hoodie.archivelog.folder") or ARCHIVE_FOLDER)
+
     def file_slices(self) -> pa.Table:
         """The latest file slice of every file group: partition, file id, base and log file sizes."""
         return file_slices(self)
@@ -82,6 +88,12 @@ class HoodieTable:
     def avro_schema(self, as_of: str | None = None) -> dict[str, Any]:
         """Data schema (no meta fields): from the latest completed commit that records one, else the create schema."""
         schema = self.timeline.latest_schema(as_of)
+        if (
+            not schema
+            and as_of is not None
+            and not [i for i in self.timeline.commits_timeline() if i.timestamp <= as_of]
+        ):
+            schema = self.timeline.latest_schema()  # before the active timeline (archived): Hudi takes the latest
         if schema:
             return json.loads(schema)
         create = self.config.create_schema

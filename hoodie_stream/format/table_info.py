@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from .archived_timeline import ArchivedInstant
 from .commit_metadata import CommitMetadata
 from .file_names import parse_log_file_name
 from .fs_view import FileSystemView
@@ -121,6 +122,48 @@ def commits(table: HoodieTable) -> pa.Table:
         rows["batch_id"].append(batch_id)
         rows["writer"].append(writer)
     return pa.table(rows, schema=COMMITS_SCHEMA)
+
+
+def archived_commits(table: HoodieTable) -> pa.Table:
+    """One row per instant of the table's archived timeline (`.hoodie/archived/`) in its highest state, oldest
+    first, with the columns of `commits`: the inflight and completed times are the archived stateTransitionTime
+    (the modification time its timeline file had), the figures those of the archived commit metadata."""
+    archived = table.archived_timeline()
+    rows: dict[str, list[Any]] = {name: [] for name in COMMITS_SCHEMA.names}
+    checkpoints: dict[str, str] = {}
+    highest: dict[tuple[str, str], ArchivedInstant] = {}
+    times: dict[tuple[str, str, str], datetime.datetime | None] = {}
+    for inst in archived.instants:
+        action = COMPLETED_AS.get(inst.action, inst.action)
+        highest[(inst.timestamp, action)] = inst  # instants come in state order
+        times[(inst.timestamp, action, inst.state)] = _transition_time(inst.state_transition_time)
+    local_zone = str(table.config.timeline_timezone).upper() != "UTC"
+    for (ts, action), inst in sorted(highest.items()):
+        meta = archived.commit_metadata(ts) if inst.state == COMPLETED and inst.action in COMMIT_ACTIONS else None
+        rows["instant"].append(ts)
+        rows["action"].append(inst.action)
+        rows["state"].append(inst.state)
+        rows["operation"].append(meta.operation_type.lower() if meta is not None else None)
+        rows["requested_time"].append(_instant_time(ts, local_zone))
+        rows["inflight_time"].append(times.get((ts, action, INFLIGHT)))
+        rows["completed_time"].append(times.get((ts, action, COMPLETED)))
+        for name, value in zip(_FIGURES, _figures(meta)):
+            rows[name].append(value)
+        writer, batch_id = _batch_of(meta, checkpoints)
+        rows["batch_id"].append(batch_id)
+        rows["writer"].append(writer)
+    return pa.table(rows, schema=COMMITS_SCHEMA)
+
+
+def _transition_time(text: str | None) -> datetime.datetime | None:
+    """An archived stateTransitionTime (yyyyMMddHHmmssSSS, the writer's local time) as an aware datetime."""
+    if not text or len(text) != 17 or not text.isdigit():
+        return None
+    try:
+        local = datetime.datetime.strptime(text[:14], "%Y%m%d%H%M%S").replace(microsecond=int(text[14:]) * 1000)
+    except ValueError:
+        return None
+    return local.astimezone(datetime.timezone.utc)
 
 
 def file_slices(table: HoodieTable) -> pa.Table:
@@ -207,4 +250,4 @@ def _file_time(mtimes: dict[str, float], inst: Instant, state: str) -> datetime.
     return None
 
 
-__all__ = ["COMMITS_SCHEMA", "FILE_SLICES_SCHEMA", "commits", "file_slices"]
+__all__ = ["COMMITS_SCHEMA", "FILE_SLICES_SCHEMA", "archived_commits", "commits", "file_slices"]

@@ -90,6 +90,47 @@ def invalidate(uri=None):
             del _CONTENTS[key]
 
 
+class CommittedInstants(frozenset):
+    """The committed instant times a reader counts: the completed commit-like instants (up to `upto` when given),
+    and every instant before `start`, where the active timeline begins (its first completed commit-like instant).
+    Instants before it were archived: their base files and log blocks count as committed, as Hudi's
+    `containsOrBeforeTimelineStarts` counts them (a file-system view, the log scanner). Iterating gives the
+    completed instants only."""
+
+    start: str | None
+    upto: str | None
+
+    def __new__(cls, timestamps=(), start=None, upto=None):
+        self = super().__new__(cls, timestamps)
+        self.start = start
+        self.upto = upto
+        return self
+
+    def __contains__(self, ts):
+        if frozenset.__contains__(self, ts):
+            return True
+        return (
+            self.start is not None
+            and isinstance(ts, str)
+            and ts < self.start
+            and (self.upto is None or ts <= self.upto)
+        )
+
+    def __reduce__(self):
+        return (type(self), (frozenset(self), self.start, self.upto))
+
+    def __repr__(self):
+        return f"CommittedInstants({sorted(self)!r}, start={self.start!r}, upto={self.upto!r})"
+
+    @classmethod
+    def of(cls, committed):
+        """`committed`, the times of every completed commit-like instant of the active timeline, counting the
+        archived instants before the first of them too (unchanged when it already does)."""
+        if isinstance(committed, CommittedInstants) or committed is None:
+            return committed
+        return cls(committed, min(committed, default=None))
+
+
 class Timeline:
     """Instants of a table, one per (timestamp, action group) in its highest state, as Java's layout-1 reader.
 
@@ -184,6 +225,21 @@ class Timeline:
     def commits_timeline(self):
         """Completed commit, deltacommit and replacecommit instants (completed compactions are commits)."""
         return self.completed(COMMIT_ACTIONS)
+
+    def committed_instants(self, as_of=None):
+        """CommittedInstants: the completed commit-like instants (at or before `as_of` when given) and the archived
+        ones before the active timeline's first completed commit-like instant."""
+        commits = self.commits_timeline()
+        return CommittedInstants(
+            (i.timestamp for i in commits if as_of is None or i.timestamp <= as_of),
+            commits[0].timestamp if commits else None,
+            as_of,
+        )
+
+    def timeline_start(self):
+        """The time of the first completed commit-like instant: older instants were archived (None when none)."""
+        commits = self.commits_timeline()
+        return commits[0].timestamp if commits else None
 
     def last_instant_time(self):
         """The greatest timestamp on the timeline (any action, any state), or None."""
@@ -332,6 +388,15 @@ class Timeline:
         name = Instant(ts, action, INFLIGHT).file_name
         self.storage.delete(f"{HOODIE_DIR}/{name}")
         self._removed([name])
+
+    def delete_files(self, names):
+        """Delete timeline files (names in .hoodie/) one by one in the order given, those already gone included,
+        then read the timeline again (the archiver's deletes)."""
+        try:
+            for name in names:
+                self.storage.delete(f"{HOODIE_DIR}/{name}")
+        finally:
+            self._removed(list(names))
 
     def delete_instant_files(self, ts, action, only_pending=True):
         """Remove an instant's files, completed first then inflight then requested (used by rollback)."""

@@ -71,7 +71,7 @@ def plan_snapshot(
         return []
     view = FileSystemView(table.storage, table.timeline, as_of)
     latest = view.latest_base_files if read_optimized else view.latest_slices
-    committed = frozenset(view.committed)
+    committed = view.committed  # CommittedInstants: archived instants count
     splits = []
     for partition in view.partitions():
         if pruner is not None and not pruner.keep(partition):
