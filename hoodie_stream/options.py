@@ -179,6 +179,12 @@ class CompactionOptions:
         "MB read and written per compaction plan; unset: async compaction bounds plans by its measured pace",
     )
     max_pending: int = option("hoodie.stream.compaction.max.pending", "2", integer())
+    timeout_seconds: int = option(
+        "compaction.timeout.seconds",
+        "1200",
+        integer(1),
+        "how long a query that ends waits for the async compaction it started before rolling it back",
+    )
     nice: int = option(
         "hoodie.stream.compaction.nice",
         "10",

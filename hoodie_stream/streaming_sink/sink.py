@@ -83,6 +83,7 @@ class HoodieStreamSink:
         self._query = ""  # the streaming query this sink holds the lease for
         self._listener = None
         self._created = None  # what the table root held before this micro-batch created the table
+        self._once: tuple[str, bool] | None = None  # (query id, whether its trigger runs once)
         self._bulk_warned = False  # the warning of a bulk insert into a table holding data was given
         self._metrics: BatchMetrics | None = None  # one row per micro-batch (metrics())
         self._seconds: dict[str, float] = {}  # the running micro-batch's stages (batch_metrics.STAGES)
@@ -190,7 +191,7 @@ class HoodieStreamSink:
                     self._created = None
             if self.last_result is not None and self.last_result.instant:
                 try:
-                    self.services.after_commit(spark)
+                    self.services.after_commit(spark, inline=self._runs_once(spark))
                 except Exception:  # the batch is committed; a failed table service is retried after the next one
                     log.exception("table services after %s failed", self.last_result.instant)
                 self._lap("services")
@@ -285,6 +286,14 @@ class HoodieStreamSink:
                 )
             return True, committed
         return o.operation == "upsert" and o.bulk_insert_first_batch and empty, committed
+
+    def _runs_once(self, spark):
+        """Whether this micro-batch's query runs once (trigger availableNow or once): its compaction then runs
+        inline, as Hudi advises for such jobs, since the query's end would stop a background one."""
+        query_id = spark.sparkContext.getLocalProperty("sql.streaming.queryId") or ""
+        if self._once is None or self._once[0] != query_id:
+            self._once = (query_id, _trigger_runs_once(spark, query_id))
+        return self._once[1]
 
     def _hold_for_query(self, spark):
         """The table's lease (one writer at a time): held during each micro-batch and each compaction step, and,
@@ -608,6 +617,23 @@ def _query_streams(spark, query_id):
     except Exception:  # Spark Connect (no JVM here), or a Spark without that registry
         pass
     return spark.streams
+
+
+def _trigger_runs_once(spark, query_id):
+    """Whether streaming query `query_id` has a trigger that runs once: availableNow or once (False when that
+    cannot be told: Spark Connect, a batch write)."""
+    if not query_id:
+        return False
+    try:
+        uuid = spark.sparkContext._jvm.java.util.UUID.fromString(query_id)
+        running = spark._jsparkSession.sharedState().activeStreamingQueries().get(uuid)
+        if running is None:
+            return False
+        trigger = running.trigger().getClass().getSimpleName()  # the registry holds the StreamExecution
+    except Exception:
+        log.debug("the trigger of query %s could not be read", query_id, exc_info=True)
+        return False
+    return trigger.rstrip("$") in ("AvailableNowTrigger", "OneTimeTrigger")
 
 
 def _query_active(spark, query_id):
