@@ -118,6 +118,8 @@ def test_garbage_instants_are_refused(timed_table, bad):
     table = HoodieTable(timed_table)
     with pytest.raises(HoodieError, match="as_of=.*yyyy-MM-dd HH:mm:ss"):
         table.read(as_of=bad)
+    if str(bad).isdigit():  # an incremental read compares digits with the instants as text, as Hudi's does
+        return
     with pytest.raises(HoodieError, match="start=.*yyyyMMddHHmmssSSS"):
         table.read("incremental", start=bad)
     with pytest.raises(HoodieError, match="end="):

@@ -125,7 +125,7 @@ QUERY_INSTANT_FORMS = (
 )
 
 
-def parse_instant_time(value, what="instant", timezone="UTC"):
+def parse_instant_time(value, what="instant", timezone="UTC", as_text=False):
     """The instant time a query argument (`as_of`, `start`, `end`) names, as Hudi reads it; compared as text with
     the timeline's instant times, as Hudi compares them.
 
@@ -136,8 +136,8 @@ def parse_instant_time(value, what="instant", timezone="UTC"):
     with an optional `Z` or `+hh:mm` offset (the exact time: millis 000 when none are given). Also a `datetime` or
     `date`. Times without an offset are wall-clock times of the table's timeline timezone
     (`hoodie.table.timeline.timezone`: "UTC", else the local one); times with an offset are converted to it.
-    Any other string of digits is an instant time as it is, as Hudi's incremental query takes its begin and end
-    instants (compared as text, HoodieTimeline.compareTimestamps): "000" and "0" (Hudi's quick start: from the first
+    With `as_text` (the begin and end of an incremental read), any other string of digits is an instant time as it
+    is, as Hudi's incremental query takes its begin and end instants (compared as text, HoodieTimeline.compareTimestamps): "000" and "0" (Hudi's quick start: from the first
     commit), the all-zero and bootstrap instants (00000000000000, 00000000000001, ...), `yyyyMMdd`, the longer
     instant times of a metadata table. Anything else raises HoodieConfigError naming `what` and the accepted forms.
     """
@@ -149,7 +149,7 @@ def parse_instant_time(value, what="instant", timezone="UTC"):
         dt = datetime.datetime(value.year, value.month, value.day)
     elif text is not None:
         dt = _parse_query_text(text)
-        if (dt is not None and len(text) == 14) or (dt is None and _is_instant_digits(text)):
+        if (dt is not None and len(text) == 14) or (dt is None and as_text and _is_instant_digits(text)):
             return text
     if dt is None:
         _refuse(value, what)

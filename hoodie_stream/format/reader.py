@@ -133,7 +133,8 @@ class HoodieTable:
             if as_of is not None:
                 raise HoodieError("as_of applies to snapshot and read_optimized reads; use start/end for incremental")
             start, end = (
-                None if t is None else parse_instant_time(t, name, zone) for t, name in ((start, "start"), (end, "end"))
+                None if t is None else parse_instant_time(t, name, zone, as_text=True)
+                for t, name in ((start, "start"), (end, "end"))
             )
             check_incremental(self)
             check_incremental_window(self.timeline, start, end)
