@@ -73,6 +73,8 @@ class HoodieStreamSink:
         self.storage = storage_for(path, storage_options, _spark_s3a_settings(path))
         self.path = self.storage.uri
         self.options = parse_options(self.path, options, **shortcuts)
+        # how the per-batch log line names the table (a DebeziumSink puts the topic in front)
+        self.log_name = f"table {self.options.table_name!r} at {self.path}"
         # where the executors keep local copies of a remote table's index state and spool uploads (every task
         # gets the table's storage with it: the chain's stages, the index rebuild, compaction)
         o = self.options
@@ -149,7 +151,7 @@ class HoodieStreamSink:
             batch_id, result, self._seconds, pending, self._bulk_batch, self._chain_jobs if result.instant else None
         )
         if result.instant and self.options.log_batches:
-            log_batch(log, row)
+            log_batch(log, row, self.log_name)
 
     def close(self, wait: bool = True) -> None:
         """Stop the background compaction thread (waiting for the running step when `wait`) and give back the
@@ -242,7 +244,7 @@ class HoodieStreamSink:
                     rows = run_bulk_insert(df, writer, txn, self.options, tasks[1], committed)
                 else:
                     rows = self._run_chain(df, writer, txn, tasks, chained)
-                stats, flushes = coordinator.parse_task_results(rows)
+                stats, flushes, moved = coordinator.parse_task_results(rows)
                 self._lap("chain")
             except BaseException as exc:
                 wait_for_tasks(sc, tag)  # the failed job's other tasks stop before the rollback lists their files
@@ -260,12 +262,12 @@ class HoodieStreamSink:
         # commits without write stats: the index state counts only with its instant completed)
         try:
             self.lease.ensure()
-            coordinator.commit(txn, stats, identifier, batch_id)
+            coordinator.commit(txn, stats, identifier, batch_id, moved)
         except BaseException:
             _abort(txn)
             raise
         self._lap("commit")
-        self.last_result = coordinator.BatchResult(txn.instant, stats, flushes)
+        self.last_result = coordinator.BatchResult(txn.instant, stats, flushes, moved=moved)
 
     def _bulk_insert(self, timeline):
         """(whether the micro-batch is bulk inserted, the committed instants of a table holding data, else None).
