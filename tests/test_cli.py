@@ -454,7 +454,7 @@ def test_errors_are_one_json_object_on_stderr_with_json(capsys, monkeypatch, tmp
     error = json.loads(err)
     assert code == 2 and out == "" and set(error) == {"error", "message"}
     assert error["error"] == "HoodieTableNotFoundError" or error["error"].startswith("Hoodie"), error
-    assert str(tmp_path / "none") in error["message"] and "hoodie.properties" in error["message"]
+    assert str(tmp_path / "none") in error["message"] and "does not exist" in error["message"]
     code, _, err = cli(capsys, "timeline", tmp_path / "none")  # the text form is as before
     assert code == 2 and err.startswith("error: ") and not err.startswith("error: {")
     # a usage error argparse reports, and a failure that is no HoodieError
