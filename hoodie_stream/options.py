@@ -169,6 +169,11 @@ def inverted(key: str, raw: str) -> bool:
     return not boolean(key, raw)
 
 
+def clean_keys(name: str) -> tuple[str, str]:
+    """Hudi's two names of a cleaning option: 1.x's `hoodie.clean.<name>`, then 0.x's `hoodie.cleaner.<name>`."""
+    return (f"hoodie.clean.{name}", f"hoodie.cleaner.{name}")
+
+
 def megabytes(parse: Parser) -> Parser:
     """A size given in MB, as bytes."""
     return lambda key, raw: int(parse(key, raw) * MB)
@@ -268,25 +273,25 @@ class CompactionOptions:
         "clean.policy",
         "KEEP_LATEST_COMMITS",
         one_of(CLEAN_POLICIES, str.upper),
-        aliases=("hoodie.clean.policy", "hoodie.cleaner.policy"),
+        aliases=clean_keys("policy"),
     )
     retain_commits: int = option(
         "clean.retain_commits",
         "30",
         integer(),
-        aliases=("hoodie.clean.commits.retained", "hoodie.cleaner.commits.retained"),
+        aliases=clean_keys("commits.retained"),
     )
     retain_file_versions: int = option(
         "clean.retain_file_versions",
         "5",
         integer(),
-        aliases=("hoodie.clean.fileversions.retained", "hoodie.cleaner.fileversions.retained"),
+        aliases=clean_keys("fileversions.retained"),
     )
     retain_hours: int = option(
         "clean.retain_hours",
         "24",
         integer(),
-        aliases=("hoodie.clean.hours.retained", "hoodie.cleaner.hours.retained"),
+        aliases=clean_keys("hours.retained"),
     )
     parquet_codec: str = option(
         "hoodie.parquet.compression.codec",

@@ -6,7 +6,6 @@ import json
 import logging
 import pathlib
 
-import pyarrow as pa
 import pytest
 
 from hoodie_stream import HoodieTable
@@ -14,34 +13,10 @@ from hoodie_stream.errors import HoodieConfigError, HoodieTableError
 from hoodie_stream.format.instant import parse_instant_time
 from hoodie_stream.format.writer import HoodieWriter
 from hoodie_stream.storage import storage_for
+from timed_table import INSTANTS, SCHEMA, values
 
-SCHEMA = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("v", pa.string())])
-INSTANTS = ["20261123204819500", "20261123204820123"]
 SECRET = "s3cr3t-Value-Never-Shown"
 NOTEBOOK = pathlib.Path(__file__).resolve().parents[1] / "examples" / "cdc_notebook.ipynb"
-
-
-@pytest.fixture
-def two_commits(tmp_path):
-    """a1 | a2, b1: two delta commits of one file group."""
-    base = str(tmp_path / "orders")
-    writer = HoodieWriter.create(
-        base, table_name="orders", record_key_fields=["id"], schema=SCHEMA, precombine_field="ts"
-    )
-    file_id = None
-    for instant, batch in zip(INSTANTS, [[("a", 1, "a1")], [("a", 2, "a2"), ("b", 1, "b1")]]):
-        txn = writer.start(instant_time=instant)
-        records = pa.Table.from_pylist([dict(zip(SCHEMA.names, r)) for r in batch], schema=SCHEMA)
-        if file_id is None:
-            file_id = txn.insert_log_only("", records).file_id
-        else:
-            txn.append_log("", file_id, INSTANTS[0], records)
-        txn.commit()
-    return base
-
-
-def values(table):
-    return sorted(table["v"].to_pylist())
 
 
 # -- begin instants as Hudi takes them ------------------------------------------------------------------------------
@@ -62,14 +37,14 @@ def test_a_malformed_instant_is_still_refused_by_name():
             parse_instant_time(text, "hoodie.datasource.read.begin.instanttime", as_text=True)
 
 
-def test_incremental_from_hudis_quick_start_begin_instant(two_commits):
-    table = HoodieTable(two_commits)
+def test_incremental_from_hudis_quick_start_begin_instant(timed_table):
+    table = HoodieTable(timed_table)
     everything = values(table.read("incremental", start=None))
-    assert everything == ["a2", "b1"]
+    assert everything == ["a2", "b1", "c1"]
     for start in ["000", "0", "20261123"]:  # all before the first commit, compared as text
         assert values(table.read("incremental", start=start)) == everything, start
     assert values(table.read("incremental", start="000", end=INSTANTS[0])) == ["a1"]
-    assert values(table.read("incremental", start=INSTANTS[0] + "1")) == ["a2", "b1"]  # after it, as text
+    assert values(table.read("incremental", start=INSTANTS[0] + "1")) == ["a2", "b1", "c1"]  # after it, as text
 
 
 # -- locations and storage options ----------------------------------------------------------------------------------
@@ -106,8 +81,8 @@ def test_a_plain_http_endpoint_without_allow_http_names_the_option(monkeypatch):
 
 
 # -- time travel before the first commit ---------------------------------------------------------------------------
-def test_time_travel_before_the_first_commit_warns(two_commits, caplog):
-    table = HoodieTable(two_commits)
+def test_time_travel_before_the_first_commit_warns(timed_table, caplog):
+    table = HoodieTable(timed_table)
     with caplog.at_level(logging.WARNING, logger="hoodie_stream"):
         assert table.read(as_of="20261123204819499").num_rows == 0
     (record,) = caplog.records
@@ -120,10 +95,10 @@ def test_time_travel_before_the_first_commit_warns(two_commits, caplog):
 
 
 # -- repr -----------------------------------------------------------------------------------------------------------
-def test_repr_names_the_table_without_storage_options(two_commits, tmp_path):
-    table = HoodieTable(two_commits)
+def test_repr_names_the_table_without_storage_options(timed_table, tmp_path):
+    table = HoodieTable(timed_table)
     assert repr(table) == (
-        f"HoodieTable({two_commits!r}, name='orders', type=MERGE_ON_READ, latest_commit='{INSTANTS[-1]}')"
+        f"HoodieTable({timed_table!r}, name='timed', type=MERGE_ON_READ, latest_commit='{INSTANTS[-1]}')"
     )
     empty = HoodieWriter.create(str(tmp_path / "empty"), table_name="e", record_key_fields=["id"], schema=SCHEMA)
     assert repr(HoodieTable(empty.storage)).endswith("name='e', type=MERGE_ON_READ, latest_commit=None)")
