@@ -356,15 +356,12 @@ class TableServices:
         """Stop the service thread. `wait`: its running step finishes (a compaction it started completes), for at
         most `compaction.timeout.seconds`; then, or at once without `wait`, the running compaction's Spark jobs
         are cancelled and its plan goes back to requested (it runs again later; nothing of it is visible)."""
-        thread = self._thread
         with self._lock:
             self._ending = True  # no further step: the running one is the last
-            if not wait:
+            thread = self._thread
+            if thread is None:
                 self._stop = True
-        if thread is None:
-            with self._lock:
-                self._stop = True
-            return
+                return
         if wait:
             thread.join(self.opts.timeout_seconds)
             if thread.is_alive():

@@ -605,15 +605,21 @@ def _spark_s3a_settings(path):
     return s3a_settings(conf)
 
 
+def _running_query(spark, query_id):
+    """The JVM StreamExecution of running streaming query `query_id` (None when it does not run), from the registry
+    of every session's running queries in their shared state. Raises where there is no JVM (Spark Connect)."""
+    uuid = spark.sparkContext._jvm.java.util.UUID.fromString(query_id)
+    return spark._jsparkSession.sharedState().activeStreamingQueries().get(uuid)
+
+
 def _query_streams(spark, query_id):
     """The StreamingQueryManager of the session that started streaming query `query_id`. foreachBatch hands each
     micro-batch over in a clone of that session (`df.sparkSession`), whose own manager neither lists the query nor
-    hears of its termination; the running queries of every session are registered in their shared state."""
+    hears of its termination."""
     try:
         from pyspark.sql.streaming.query import StreamingQueryManager
 
-        uuid = spark.sparkContext._jvm.java.util.UUID.fromString(query_id)
-        running = spark._jsparkSession.sharedState().activeStreamingQueries().get(uuid)
+        running = _running_query(spark, query_id)
         if running is not None:
             return StreamingQueryManager(running.sparkSession().streams())
     except Exception:  # Spark Connect (no JVM here), or a Spark without that registry
@@ -627,11 +633,10 @@ def _trigger_runs_once(spark, query_id):
     if not query_id:
         return False
     try:
-        uuid = spark.sparkContext._jvm.java.util.UUID.fromString(query_id)
-        running = spark._jsparkSession.sharedState().activeStreamingQueries().get(uuid)
+        running = _running_query(spark, query_id)
         if running is None:
             return False
-        trigger = running.trigger().getClass().getSimpleName()  # the registry holds the StreamExecution
+        trigger = running.trigger().getClass().getSimpleName()
     except Exception:
         log.debug("the trigger of query %s could not be read", query_id, exc_info=True)
         return False
