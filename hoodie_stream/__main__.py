@@ -1,7 +1,7 @@
 """Command line, modelled on hudi-cli: `python -m hoodie_stream COMMAND ...` (also the `hoodie-stream` script).
 
     demo                    run the local demo and print the resulting table
-    summary PATH            a short text summary of a table
+    summary PATH            a short summary of a table: configuration, commits, file groups, rows
     timeline PATH           every instant of the active timeline, its state and times
     commits PATH            the completed commits and what they wrote (records, files, bytes, batch id)
     slices PATH             the latest file slice of every file group (base and log file sizes)
@@ -14,15 +14,39 @@
 Every command that takes a table accepts a local path or a URI (`s3://`, `gs://`, `abfss://`, `file://`), as an
 argument or as `--path`, and `--storage-option KEY=VALUE` (repeatable; hudi-rs / delta-rs key names, e.g.
 aws_endpoint_url=...); the environment (`AWS_*`, `GOOGLE_APPLICATION_CREDENTIALS`, `AZURE_*`) fills in what is not
-given. The commands of hoodie_stream/cli/ take `--json` (machine-readable output); the long ones (compact, clean,
+given. Every command on a table takes `--json` (machine-readable output); the long ones (compact, clean,
 validate) show a progress bar on a terminal (tqdm, if installed). Exit codes: 0, 1 (validate found problems),
-2 (an error, printed).
+2 (an error, printed on stderr: `error: ...`, or with `--json` one JSON object `{"error": class, "message": ...}`).
 """
 
 import argparse
+import functools
+import json
 import sys
 
 from .errors import HoodieConfigError, HoodieError
+
+
+def _print_error(error_class, message, as_json):
+    """An error on stderr: `error: [class: ]message`, or with --json the object {"error": class, "message": ...}."""
+    if as_json:
+        print(json.dumps({"error": error_class, "message": message}), file=sys.stderr)
+    else:
+        print(f"error: {message}" if error_class is None else f"error: {error_class}: {message}", file=sys.stderr)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors are a JSON object when the command line asks for --json."""
+
+    def __init__(self, *args, json_errors=False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.json_errors = json_errors
+
+    def error(self, message):
+        if not self.json_errors:
+            super().error(message)
+        _print_error("ArgumentError", f"{self.prog}: {message}", True)
+        sys.exit(2)
 
 
 def _pairs(values, what):
@@ -78,14 +102,16 @@ def _table_command(sub, name, help_text, long=False):
     return parser
 
 
-def _parser():
-    parser = argparse.ArgumentParser(prog="python -m hoodie_stream", description="Hudi table tools (hudi-cli style)")
-    sub = parser.add_subparsers(dest="command", required=True)
+def _parser(json_errors=False):
+    parser = _Parser(
+        prog="python -m hoodie_stream", description="Hudi table tools (hudi-cli style)", json_errors=json_errors
+    )
+    sub = parser.add_subparsers(
+        dest="command", required=True, parser_class=functools.partial(_Parser, json_errors=json_errors)
+    )
     demo = sub.add_parser("demo", help="run the local demo and print the resulting table")
     demo.add_argument("--path", help="table directory (default: a new temporary directory)")
-    summary = sub.add_parser("summary", help="print a summary of a Hudi table")
-    summary.add_argument("path")
-    _storage_arg(summary)
+    _table_command(sub, "summary", "a summary of a table: configuration, commits, file groups, rows")
     _table_command(sub, "timeline", "the active timeline: every instant, its state and times")
     commits = _table_command(sub, "commits", "completed commits and what they wrote")
     commits.add_argument("--limit", type=_positive, help="only the last N commits")
@@ -108,9 +134,11 @@ def _parser():
 
 
 def main(argv=None):
-    parser = _parser()
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    as_json = "--json" in argv
+    parser = _parser(json_errors=as_json)
     args = parser.parse_args(argv)
-    if args.command not in ("demo", "summary"):
+    if args.command != "demo":
         if (args.table is None) == (args.path is None):
             parser.error(f"{args.command}: give the table as PATH or as --path (once)")
         args.path = args.path or args.table
@@ -121,19 +149,15 @@ def main(argv=None):
             from .demo import run_demo
 
             run_demo(args.path)
-        elif args.command == "summary":
-            from .format.summary import table_summary
-
-            print(table_summary(args.path, storage_options))
         else:
             from .cli.commands import run
 
             return run(args, storage_options, options)
     except HoodieError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _print_error(type(exc).__name__ if as_json else None, str(exc), as_json)
         return 2
     except Exception as exc:  # any other failure (the store, the OS, Spark): still an error, not "problems found"
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        _print_error(type(exc).__name__, str(exc), as_json)
         return 2
     return 0
 

@@ -2,13 +2,20 @@
 
 Every option is declared once, as a field of `SinkOptions` or `CompactionOptions`: `option(key, default, parse)`
 gives the field its default (the option's default text, parsed) and records the `Option` (key, default text,
-parser, doc) in the field's metadata; parsing a dict of options goes over the fields. A parser takes the option's
-key and its text and returns the field's value, or raises HoodieConfigError naming the option.
+parser, doc, aliases) in the field's metadata; parsing a dict of options goes over the fields. A parser takes the
+option's key and its text and returns the field's value, or raises HoodieConfigError naming the option.
+
+An option may have aliases: the other names Hudi gives it, as Hudi's Flink writer accepts them
+(`FlinkOptions...withFallbackKeys`, and the `hoodie.*` write-config keys it passes through), e.g.
+`clean.retain_commits` is also `hoodie.clean.commits.retained` (Hudi 1.x) and `hoodie.cleaner.commits.retained`
+(Hudi 0.x). The declared key wins over its aliases, an alias over the aliases after it; a name that loses to a
+different value is logged as a warning. An alias may have a parser of its own (another unit, an inverted flag).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +26,7 @@ from .format.base_file import PARQUET_CODECS
 
 T = TypeVar("T")
 Parser = Callable[[str, str], Any]  # (key, text) -> value
+logger = logging.getLogger(__name__)
 
 MB = 1024 * 1024
 TRIGGER_STRATEGIES = ("num_commits", "time_elapsed", "num_and_time", "num_or_time")
@@ -38,22 +46,57 @@ SHORTCUTS = {
 
 
 @dataclass(frozen=True)
+class Alias:
+    """Another name of an option; `parse` (when the alias's value means something else: another unit, the
+    inverse flag) turns its text into the option's value, else the option's parser reads it."""
+
+    key: str
+    parse: Parser | None = None
+
+
+@dataclass(frozen=True)
 class Option:
-    """One option: its key, its default as text (None: unset), its parser and what it does."""
+    """One option: its key, its default as text (None: unset), its parser, what it does and its aliases."""
 
     key: str
     default: str | None
     parse: Parser
     doc: str = ""
+    aliases: tuple[Alias, ...] = ()
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The key, then the aliases' keys, by precedence."""
+        return (self.key, *(a.key for a in self.aliases))
 
     def value(self, text: str | None) -> Any:
         """The parsed value of `text` (None stays None)."""
         return None if text is None else self.parse(self.key, text)
 
+    def read(self, given: Mapping[str, str]) -> Any:
+        """The value `given` sets by the key or an alias (the first of them given wins), else the default."""
+        names = [(self.key, self.parse), *((a.key, a.parse or self.parse) for a in self.aliases)]
+        found = [(key, parse) for key, parse in names if key in given]
+        if not found:
+            return self.value(self.default)
+        values = [(key, parse(key, given[key])) for key, parse in found]
+        key, value = values[0]
+        for other, other_value in values[1:]:
+            if other_value != value:
+                logger.warning(
+                    "options %r=%r and %r=%r name the same option with different values; %r is used",
+                    key,
+                    given[key],
+                    other,
+                    given[other],
+                    key,
+                )
+        return value
 
-def option(key: str, default: str | None, parse: Parser, doc: str = "") -> Any:
-    """A dataclass field read from option `key`, whose default is `default` parsed."""
-    spec = Option(key, default, parse, doc)
+
+def option(key: str, default: str | None, parse: Parser, doc: str = "", aliases: Sequence[str | Alias] = ()) -> Any:
+    """A dataclass field read from option `key` (or one of its `aliases`), whose default is `default` parsed."""
+    spec = Option(key, default, parse, doc, tuple(a if isinstance(a, Alias) else Alias(a) for a in aliases))
     value = spec.value(default)
     if isinstance(value, list):
         return field(default_factory=lambda: list(value), metadata={"option": spec})
@@ -121,6 +164,16 @@ def absolute_path(key: str, raw: str) -> str | None:
     return value or None
 
 
+def inverted(key: str, raw: str) -> bool:
+    """A boolean that means the opposite of the option it is an alias of (hoodie.compact.inline: not async)."""
+    return not boolean(key, raw)
+
+
+def clean_keys(name: str) -> tuple[str, str]:
+    """Hudi's two names of a cleaning option: 1.x's `hoodie.clean.<name>`, then 0.x's `hoodie.cleaner.<name>`."""
+    return (f"hoodie.clean.{name}", f"hoodie.cleaner.{name}")
+
+
 def megabytes(parse: Parser) -> Parser:
     """A size given in MB, as bytes."""
     return lambda key, raw: int(parse(key, raw) * MB)
@@ -163,33 +216,83 @@ def only(required: bool, reason: str) -> Parser:
 # -- the options -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CompactionOptions:
-    """Compaction and cleaning (Hudi Flink's option names)."""
+    """Compaction and cleaning (Hudi Flink's option names; aliases: Hudi's write-config keys, HoodieCompactionConfig,
+    HoodieCleanConfig and HoodieMemoryConfig, the Hudi 1.x name before the 0.x one)."""
 
     schedule: bool = option("compaction.schedule.enabled", "true", boolean)
-    async_run: bool = option("compaction.async.enabled", "true", boolean)
-    trigger: str = option("compaction.trigger.strategy", "num_commits", one_of(TRIGGER_STRATEGIES, str.lower))
-    delta_commits: int = option("compaction.delta_commits", "5", integer())
-    delta_seconds: int = option("compaction.delta_seconds", "3600", integer())
-    max_memory_bytes: int = option("compaction.max_memory", "100", megabytes(integer()), "MB per compaction task")
+    async_run: bool = option(
+        "compaction.async.enabled",
+        "true",
+        boolean,
+        aliases=("hoodie.datasource.compaction.async.enable", Alias("hoodie.compact.inline", inverted)),
+    )
+    trigger: str = option(
+        "compaction.trigger.strategy",
+        "num_commits",
+        one_of(TRIGGER_STRATEGIES, str.lower),
+        aliases=("hoodie.compact.inline.trigger.strategy",),
+    )
+    delta_commits: int = option(
+        "compaction.delta_commits", "5", integer(), aliases=("hoodie.compact.inline.max.delta.commits",)
+    )
+    delta_seconds: int = option(
+        "compaction.delta_seconds", "3600", integer(), aliases=("hoodie.compact.inline.max.delta.seconds",)
+    )
+    max_memory_bytes: int = option(
+        "compaction.max_memory",
+        "100",
+        megabytes(integer()),
+        "MB per compaction task",
+        aliases=(Alias("hoodie.memory.compaction.max.size", integer()),),  # bytes
+    )
     tasks: int | None = option("compaction.tasks", None, integer())
     target_io_mb: int | None = option(
         "compaction.target_io",
         None,
         integer(1),
         "MB read and written per compaction plan; unset: async compaction bounds plans by its measured pace",
+        aliases=("hoodie.compaction.target.io",),
     )
     max_pending: int = option("hoodie.stream.compaction.max.pending", "2", integer())
+    timeout_seconds: int = option(
+        "compaction.timeout.seconds",
+        "1200",
+        integer(1),
+        "how long a query that ends waits for the async compaction it started before rolling it back",
+    )
     nice: int = option(
         "hoodie.stream.compaction.nice",
         "10",
         integer(0, 19),
         "CPU niceness added to async compaction's merging threads",
     )
-    clean_async: bool = option("clean.async.enabled", "true", boolean)
-    clean_policy: str = option("clean.policy", "KEEP_LATEST_COMMITS", one_of(CLEAN_POLICIES, str.upper))
-    retain_commits: int = option("clean.retain_commits", "30", integer())
-    retain_file_versions: int = option("clean.retain_file_versions", "5", integer())
-    retain_hours: int = option("clean.retain_hours", "24", integer())
+    clean_async: bool = option(
+        "clean.async.enabled", "true", boolean, aliases=("hoodie.clean.async.enabled", "hoodie.clean.async")
+    )
+    clean_policy: str = option(
+        "clean.policy",
+        "KEEP_LATEST_COMMITS",
+        one_of(CLEAN_POLICIES, str.upper),
+        aliases=clean_keys("policy"),
+    )
+    retain_commits: int = option(
+        "clean.retain_commits",
+        "30",
+        integer(),
+        aliases=clean_keys("commits.retained"),
+    )
+    retain_file_versions: int = option(
+        "clean.retain_file_versions",
+        "5",
+        integer(),
+        aliases=clean_keys("fileversions.retained"),
+    )
+    retain_hours: int = option(
+        "clean.retain_hours",
+        "24",
+        integer(),
+        aliases=clean_keys("hours.retained"),
+    )
     parquet_codec: str = option(
         "hoodie.parquet.compression.codec",
         "gzip",
@@ -240,7 +343,10 @@ class SinkOptions:
     raw: Mapping[str, str] = field(default_factory=dict)  # the options as given (shortcuts as their keys)
     table_name: str = option("hoodie.table.name", None, text, "default: the last segment of the table path")
     table_type: str = option(
-        "hoodie.datasource.write.table.type", "MERGE_ON_READ", one_of(("MERGE_ON_READ",), str.upper)
+        "hoodie.datasource.write.table.type",
+        "MERGE_ON_READ",
+        one_of(("MERGE_ON_READ",), str.upper),
+        aliases=("hoodie.table.type",),
     )
     record_key_fields: list[str] = option("hoodie.datasource.write.recordkey.field", "", names, "required")
     precombine_field: str | None = option("hoodie.datasource.write.precombine.field", None, text)
@@ -343,15 +449,20 @@ class SinkOptions:
 def _parsed(cls: type[T], given: Mapping[str, str], **values: Any) -> T:
     """An options dataclass with the fields read from `given` (defaults for the keys it lacks) plus `values`."""
     for name, spec in options_of(cls).items():
-        values[name] = spec.value(given.get(spec.key, spec.default))
+        values[name] = spec.read(given)
     return cls(**values)
+
+
+def _keys(*classes: type) -> list[str]:
+    """Every key of the options of `classes`, aliases included."""
+    return [key for cls in classes for spec in options_of(cls).values() for key in spec.keys]
 
 
 def parse_table_service_options(options: Mapping[str, Any] | None = None) -> tuple[CompactionOptions, LockOptions]:
     """(CompactionOptions, LockOptions) from Hudi-named options alone (offline compaction and cleaning); unknown
     keys are refused."""
     raw = {str(k): str(v) for k, v in (options or {}).items()}
-    keys = [spec.key for cls in (CompactionOptions, LockOptions) for spec in options_of(cls).values()]
+    keys = _keys(CompactionOptions, LockOptions)
     unknown = [k for k in raw if k not in keys]
     if unknown:
         raise HoodieConfigError(f"unknown compaction option(s) {sorted(unknown)}; known: {sorted(keys)}")
@@ -361,7 +472,7 @@ def parse_table_service_options(options: Mapping[str, Any] | None = None) -> tup
 def parse_compaction_options(options: Mapping[str, Any] | None = None) -> CompactionOptions:
     """CompactionOptions from Hudi-named options alone; unknown keys (lock keys too) are refused."""
     raw = {str(k): str(v) for k, v in (options or {}).items()}
-    keys = [spec.key for spec in options_of(CompactionOptions).values()]
+    keys = _keys(CompactionOptions)
     unknown = [k for k in raw if k not in keys]
     if unknown:
         raise HoodieConfigError(f"unknown compaction option(s) {sorted(unknown)}; known: {sorted(keys)}")
@@ -369,8 +480,8 @@ def parse_compaction_options(options: Mapping[str, Any] | None = None) -> Compac
 
 
 def known_keys() -> set[str]:
-    """The keys of every sink option (those passed through by prefix aside)."""
-    return {spec.key for cls in (SinkOptions, CompactionOptions, LockOptions) for spec in options_of(cls).values()}
+    """The keys of every sink option, aliases included (those passed through by prefix aside)."""
+    return set(_keys(SinkOptions, CompactionOptions, LockOptions))
 
 
 def parse_options(path: str, options: Mapping[str, Any] | None = None, **shortcuts: Any) -> SinkOptions:

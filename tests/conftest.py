@@ -6,6 +6,7 @@ import pytest
 from hoodie_stream.local_spark import local_session_builder
 from locations import Location
 from s3_server import s3_server, s3_table  # noqa: F401  (fixtures: an S3-compatible server on loopback, moto)
+from timed_table import timed_table  # noqa: F401  (fixture: three commits at known instant times)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 FIXTURES = SHARED / "fixtures"

@@ -159,3 +159,32 @@ def test_precombine_keeps_one_winner_per_key(duplicates, collide, monkeypatch):
     assert got == {k: (r["ts"], r["v"]) for k, r in _winners(rows).items()}
     if not duplicates and not collide:
         assert out is table  # nothing to combine: no copy
+
+
+def test_a_key_that_moved_partition_leaves_a_delete_marked_as_a_move(tmp_path, monkeypatch):
+    """Under the global index a key arriving with another partition is an insert there plus, in its old file group,
+    a delete marked DELETE_MOVED (counted apart from the deletes of the micro-batch), while a delete stays a
+    delete."""
+    base = str(tmp_path)
+    first, second = "20260101000000001", "20260101000000002"
+    batches, _rows = _events(list(range(20)), seed=2)
+    placed = {r[KEY]: r[FILE_ID] for r in _assign(base, first, set(), batches, 1 << 40, monkeypatch).to_pylist()}
+    rows = [{"id": k, "ts": 9, "v": "again"} for k in range(6)]
+    table = _keyed(rows)
+    ids = table["id"].to_pylist()  # in key-group order
+    moved_to = ["p2" if i < 3 else "p1" for i in ids]  # keys 0-2 move, 3-5 stay
+    table = table.set_column(table.schema.get_field_index(PARTITION), PARTITION, pa.array(moved_to))
+    table = table.set_column(table.schema.get_field_index(DELETE), DELETE, pa.array([i == 4 for i in ids]))
+    out = _assign(base, second, {first}, table.to_batches(), 1 << 40, monkeypatch).to_pylist()
+    kinds = sorted((int(r[KEY]), RecordKind(r[KIND]).name, r[FILE_ID] == placed[r[KEY]]) for r in out)
+    assert kinds == [
+        (0, "DELETE_MOVED", True),
+        (0, "INSERT", False),
+        (1, "DELETE_MOVED", True),
+        (1, "INSERT", False),
+        (2, "DELETE_MOVED", True),
+        (2, "INSERT", False),
+        (3, "UPDATE", True),
+        (4, "DELETE_ORDERED", True),
+        (5, "UPDATE", True),
+    ]

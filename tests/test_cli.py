@@ -432,3 +432,119 @@ def test_commits_limit_must_be_positive(capsys, tmp_path):
         with pytest.raises(SystemExit):
             main(["commits", str(tmp_path), "--limit", bad])
         assert "--limit" in capsys.readouterr().err
+
+
+# -- summary, JSON errors, compact's outcome lines, pending compaction plans that cannot run ------------------------
+def test_summary_takes_path_json_and_storage_options(capsys, location):
+    t = Written(location)
+    info = cli_json(capsys, "summary", "--path", location.uri, **t.args())
+    assert info["table"] == "t" and info["rows"] == 22 and info["partition_fields"] == ["city"]
+    assert [(c["instant"], c["records_written"], c["records_deleted"]) for c in info["commits"]] == [
+        (t.first, 20, 0),
+        (t.second, 5, 0),
+    ]
+    assert info["file_groups"] == 3 and info["log_files"] == 2
+    code, out, _ = cli(capsys, "summary", location.uri, **t.args())
+    assert code == 0 and out.startswith("table 't' at ") and "rows (snapshot): 22" in out
+
+
+def test_errors_are_one_json_object_on_stderr_with_json(capsys, monkeypatch, tmp_path):
+    """With --json an error is {"error": class, "message": ...} on stderr, stdout stays empty, the exit code is 2."""
+    code, out, err = cli(capsys, "timeline", tmp_path / "none", "--json")
+    error = json.loads(err)
+    assert code == 2 and out == "" and set(error) == {"error", "message"}
+    assert error["error"] == "HoodieTableNotFoundError" or error["error"].startswith("Hoodie"), error
+    assert str(tmp_path / "none") in error["message"] and "does not exist" in error["message"]
+    code, _, err = cli(capsys, "timeline", tmp_path / "none")  # the text form is as before
+    assert code == 2 and err.startswith("error: ") and not err.startswith("error: {")
+    # a usage error argparse reports, and a failure that is no HoodieError
+    with pytest.raises(SystemExit) as exit_:
+        main(["commits", str(tmp_path), "--limit", "0", "--json"])
+    out, err = capsys.readouterr()
+    error = json.loads(err)
+    assert exit_.value.code == 2 and out == "" and error["error"] == "ArgumentError" and "--limit" in error["message"]
+    from hoodie_stream.cli import commands
+
+    def fail(*_args):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(commands, "run", fail)
+    assert main(["validate", str(tmp_path), "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and json.loads(err) == {"error": "OSError", "message": "[Errno 5] Input/output error"}
+
+
+class _NoSpark:
+    """Stands for the local Spark of `compact`: records whether it was started."""
+
+    started = 0
+
+    def __init__(self, *_args):
+        pass
+
+    def getOrCreate(self):  # noqa: N802  (Spark's name)
+        _NoSpark.started += 1
+        return self
+
+    def stop(self):
+        pass
+
+
+def test_compact_prints_one_truthful_outcome(capsys, monkeypatch, tmp_path):
+    """A plan pending already holds every slice with log files: `compact` runs it and says so, without first
+    saying there is nothing to compact; with --schedule alone it says why no plan was written; with --run and no
+    plan it says there was nothing to run, and starts no Spark."""
+    from hoodie_stream.compaction import offline
+    from hoodie_stream.compaction.plan import pending_plans
+    from hoodie_stream.format.timeline import Timeline
+
+    t = Written(Location(str(tmp_path / "t")))
+    monkeypatch.setattr(offline, "local_session_builder", _NoSpark)
+    _NoSpark.started = 0
+    assert cli_json(capsys, "compact", t.location.uri, "--run")["messages"] == ["no pending compaction plan to run"]
+    assert _NoSpark.started == 0
+    plan = cli_json(capsys, "compact", t.location.uri, "--schedule")["scheduled"]
+    assert len(plan) == 1 and _NoSpark.started == 0
+    monkeypatch.setattr(
+        offline, "run_pending_compactions", lambda spark, storage, *_a, **_k: list(pending_plans(Timeline(storage)))
+    )
+    again = cli_json(capsys, "compact", t.location.uri, "--schedule")["messages"]
+    assert again == [f"no new compaction plan: every file slice with log files is in pending compaction {plan[0]}"]
+    code, out, _ = cli(capsys, "compact", t.location.uri, "--no-progress")
+    assert code == 0 and out.splitlines() == [f"completed compaction {plan[0]}"] and _NoSpark.started == 1
+
+
+def test_validate_finds_a_pending_compaction_plan_that_cannot_run(capsys, location):
+    from hoodie_stream.compaction.plan import make_operations, schedule_compaction
+    from hoodie_stream.format.markers import create_marker, marker_dir
+    from hoodie_stream.format.timeline import Timeline
+
+    t = Written(location)
+    opts = t.args()
+    storage = location.storage
+    plan = schedule_compaction(storage, Timeline(storage), force=True)
+    create_marker(storage, plan, t.base["sf"].path.replace(t.first, plan), "CREATE")  # a marker of its run
+    report = cli_json(capsys, "validate", location.uri, **opts)
+    assert report["valid"] and report["checked"]["pending_compactions"] == 1, report
+    # a log file the plan names is gone: the plan fails whenever it runs, and its file groups wait forever
+    data = location.read(t.update.path)
+    location.remove(t.update.path)
+    report = cli_json(capsys, "validate", location.uri, **opts, expect=1)
+    found = problems(report, "pending_compaction")
+    assert [(p["path"], p["instant"]) for p in found] == [(t.update.path, plan)], report
+    assert "cannot run" in found[0]["message"] and "2 file group(s)" in found[0]["message"]
+    assert not make_operations(storage, Timeline(storage)), "no later plan takes the file groups the plan holds"
+    code, out, _ = cli(capsys, "validate", location.uri, **opts)
+    assert code == 1 and f"[pending_compaction] {t.update.path} (instant {plan})" in out
+    location.write(t.update.path, data)
+    # an entry of its marker directory that is not a marker name (running the plan fails on it) ...
+    junk = f"{marker_dir(plan)}/sf/notes.txt"
+    location.write(junk, b"x")
+    found = problems(cli_json(capsys, "validate", location.uri, **opts, expect=1), "pending_compaction")
+    assert [(p["path"], p["instant"]) for p in found] == [(junk, plan)] and "not a marker name" in found[0]["message"]
+    location.remove(junk)
+    # ... but not a temporary file the local storage layer left there (listings never show those; an object
+    # store's puts are atomic and leave none, so there any such object is an entry like the others)
+    if location.kind == "local":
+        location.write(f"{marker_dir(plan)}/sf/.x.marker.CREATE.0123456789abcdef.tmp", b"")
+        assert cli_json(capsys, "validate", location.uri, **opts)["valid"]

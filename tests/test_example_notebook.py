@@ -66,7 +66,8 @@ def test_the_example_notebook_runs_headless_and_shows_the_tables_figures(tmp_pat
         if "image/png" in o.get("data", {})
     ]
     assert len(images) >= 4 and all(i.startswith(b"\x89PNG") for i in images)
-    assert "silver rows:" in "".join(_text(c) for c in nb.cells)
+    silver = re.search(r"silver rows: (\d+) \| statuses: (.*)", "".join(_text(c) for c in nb.cells))
+    assert silver and silver.group(2) in ("['PAID']", "[]"), "the silver table keeps only paid orders"
 
 
 def _spark_read_source(nb):

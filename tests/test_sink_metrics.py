@@ -50,11 +50,13 @@ def commit_figures(base, instant):
     with open(os.path.join(base, ".hoodie", f"{instant}.deltacommit"), "rb") as f:
         meta = json.load(f)
     stats = [s for group in meta["partitionToWriteStats"].values() for s in group]
+    moved = int(meta["extraMetadata"]["_hoodie_stream_records_moved"])  # numDeletes counts moved keys' old copies
     return {
         "records_written": sum(s["numWrites"] for s in stats),
         "records_inserted": sum(s["numInserts"] for s in stats),
         "records_updated": sum(s["numUpdateWrites"] for s in stats),
-        "records_deleted": sum(s["numDeletes"] for s in stats),
+        "records_deleted": sum(s["numDeletes"] for s in stats) - moved,
+        "records_moved": moved,
         "bytes_written": sum(s["totalWriteBytes"] for s in stats),
         "files_written": sum(1 for s in stats if s.get("path")),
         "log_files_written": sum(1 for s in stats if s.get("path") and ".log." in s["path"]),
@@ -117,6 +119,7 @@ def test_metrics_rows_match_results_and_commit_metadata(spark, tmp_path, caplog)
         assert r["bulk_insert"] == (r["batch_id"] == 0)
         assert {k: r[k] for k in commit_figures(base, r["instant"])} == commit_figures(base, r["instant"])
         assert r["records_deleted"] == result.num_deletes and r["records_written"] == result.num_writes
+        assert r["records_moved"] == result.num_moved
         assert {c: r[f"flushes_{c}"] for c in ("bucket", "task", "end")} == {
             c: result.flushes.get(c, 0) for c in ("bucket", "task", "end")
         }
@@ -134,15 +137,43 @@ def test_metrics_rows_match_results_and_commit_metadata(spark, tmp_path, caplog)
         else:  # the chain's three Spark stages run one after the other inside its action
             assert all(s >= 0 for s in chain) and sum(chain) <= r["chain_seconds"] + 0.1, (chain, r["chain_seconds"])
         # the line per committed batch, and the readable result
-        line = f"batch {r['batch_id']} committed as {r['instant']}: "
-        line += f"{r['records_written'] + r['records_deleted']} records ({r['records_inserted']} inserts, "
-        line += f"{r['records_updated']} updates, {r['records_deleted']} deletes), {r['files_written']} files"
+        line = f"table 'stream_model' at {sink.path}: batch {r['batch_id']} committed as {r['instant']}: "
+        line += f"{r['records_written'] + r['records_deleted'] + r['records_moved']} records "
+        line += f"({r['records_inserted']} inserts, {r['records_updated']} updates, {r['records_deleted']} deletes, "
+        line += f"{r['records_moved']} moves), {r['files_written']} files"
         assert [m for m in caplog.messages if m.startswith(line)], line
         text = repr(result)
         assert text.startswith(f"BatchResult(instant={r['instant']!r}, inserts={r['records_inserted']}, ")
-        assert f"deletes={r['records_deleted']}, files={r['files_written']}" in text
+        assert f"deletes={r['records_deleted']}, moves={r['records_moved']}, files={r['files_written']}" in text
         assert f"end={r['flushes_end']}" in text
     assert backlog[-1] >= 1 and backlog == sorted(backlog)  # plans scheduled, none run
+
+
+def test_a_key_moved_to_another_partition_is_a_move_not_a_delete(spark, tmp_path, capsys):
+    """Under the global index a key moved to another partition leaves a delete of its old copy, which the commit's
+    numDeletes counts as Hudi's writers do; the sink's metrics, result and commits count it as a move."""
+    from hoodie_stream.__main__ import main
+    from stream_model import events_df
+
+    base = str(tmp_path / "t")
+    sink = HoodieStreamSink(base, OPTIONS)
+    first = [{"id": i, "city": "chennai", "ts": 1, "v": "a", "_hoodie_is_deleted": False} for i in range(10)]
+    moves = [{"id": i, "city": "sao_paulo", "ts": 2, "v": "b", "_hoodie_is_deleted": False} for i in range(6)]
+    deletes = [{"id": i, "city": "chennai", "ts": 2, "v": "c", "_hoodie_is_deleted": True} for i in (8, 9)]
+    try:
+        sink(events_df(spark, first), 0)
+        sink(events_df(spark, moves + deletes), 1)
+    finally:
+        sink.close()
+    row = sink.metrics().to_pylist()[-1]
+    assert (row["records_deleted"], row["records_moved"], row["records_inserted"]) == (2, 6, 6)
+    assert (sink.last_result.num_deletes, sink.last_result.num_moved) == (2, 6)
+    figures = commit_figures(base, row["instant"])
+    assert (figures["records_deleted"], figures["records_moved"]) == (2, 6)  # numDeletes: 8, as Hudi writes it
+    capsys.readouterr()
+    assert main(["commits", base, "--json", "--limit", "1"]) == 0
+    [commit] = json.loads(capsys.readouterr().out)
+    assert (commit["records_deleted"], commit["records_moved"]) == (2, 6)
 
 
 def test_batch_lines_are_quiet_by_option(spark, tmp_path, caplog):

@@ -140,7 +140,9 @@ def test_start_offset_instant_and_latest(spark, chained, tmp_path):
 
     seen = run(start, "instant")
     assert len(seen) == 1
-    assert rows(seen[0]) == rows(table.read("incremental", start=start))
+    # bronze's async compaction may rewrite a slice between the two reads: a record's file name is all it changes
+    columns = [c for c in seen[0].column_names if c != "_hoodie_file_name"]
+    assert rows(seen[0], columns) == rows(table.read("incremental", start=start), columns)
     # latest: Spark runs a first micro-batch from the initial offset to itself, which holds nothing
     assert sum(batch.num_rows for batch in run("latest", "latest")) == 0
 

@@ -29,7 +29,7 @@ from oracle import rs_completed_instants, rs_read
 from spark_cluster import StandaloneCluster, java_executable, kill_group, tail
 from stream_model import OPTIONS, SCHEMA_DDL, TableModel, generate_batches, table_rows, write_batch_file
 
-N_BATCHES = 22  # as in test_stream_end_to_end
+N_BATCHES = 12
 SEED = 11
 CHILD_TIMEOUT = 240  # seconds; a healthy run takes well under half of this
 LOG_TOKEN = re.compile(r"\.log\.\d+_(\d+)-(\d+)-(\d+)$")
@@ -256,7 +256,7 @@ def test_stream_on_standalone_cluster_matches_model(cluster, tmp_path, s3_server
     assert by_kind["write"] == set(executors), f"write tasks ran only on {by_kind['write']}"
     # a bucket-assign partition (a fixed set of key groups) changed executor between batches, so an executor
     # found its cached index state behind the table's and had to catch up from the files (the scheduler picks
-    # the executor at random for each batch: staying put for all 22 batches has odds ~2^-21)
+    # the executor at random for each batch: staying put for all 12 batches has odds ~2^-11)
     homes = {}
     for stage in done["stages"]:
         if _stage_kind(stage) == "assign":

@@ -226,7 +226,7 @@ class BucketAssigner:
                     table.filter(mov_mask),
                     pc.filter(old_partition, mov_mask),
                     pc.filter(old_file, mov_mask),
-                    RecordKind.DELETE_NATURAL,
+                    RecordKind.DELETE_MOVED,
                 )
             )
         # inserts: new keys and moved keys

@@ -27,4 +27,5 @@ class RecordKind(IntEnum):
     UPDATE = 0  # a known key, written to its file group
     INSERT = 1  # a new key (or a key that moved partition), packed into a small or new file group
     DELETE_ORDERED = 2  # a delete competing by ordering value
-    DELETE_NATURAL = 3  # a delete applied by arrival (no ordering value): operation=delete, or a partition move
+    DELETE_NATURAL = 3  # a delete applied by arrival (no ordering value): operation=delete
+    DELETE_MOVED = 4  # the old copy of a key that moved partition: a delete applied by arrival, counted as a move

@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from ..format.reader import HoodieTable
+from ..format.summary import summary_of, summary_text
 from . import output, rollback, services, show, stats, validate
 
 
@@ -22,7 +23,10 @@ def run(args: argparse.Namespace, storage_options: dict[str, str], options: dict
     as_json = bool(getattr(args, "json", False))
     command = args.command
     result: Any
-    if command == "timeline":
+    if command == "summary":
+        result = summary_of(_table(args, storage_options))
+        output.emit(result, as_json, summary_text(result))
+    elif command == "timeline":
         output.emit(show.timeline(_table(args, storage_options)), as_json)
     elif command == "commits":
         output.emit(show.completed_commits(_table(args, storage_options), args.limit), as_json)

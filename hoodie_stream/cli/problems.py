@@ -10,7 +10,7 @@ MAX_PER_CHECK = 50  # problems named per check; the rest are counted
 
 @dataclass(frozen=True)
 class Problem:
-    check: str  # missing_file, corrupt_log_block, stray_file, index_state
+    check: str  # missing_file, corrupt_log_block, stray_file, pending_compaction, index_state
     path: str  # the file (relative to the table root) or index entry concerned
     instant: str | None
     message: str

@@ -24,6 +24,7 @@ COMMIT_COLUMNS = [
     "records_inserted",
     "records_updated",
     "records_deleted",
+    "records_moved",
     "bytes_written",
     "batch_id",
     "archived",

@@ -8,7 +8,10 @@
 3. stray_file: no data file of a failed or rolled-back instant: a base file whose instant, or a log file whose
    base instant and every block instant, is neither a completed nor a pending instant nor older than the active
    timeline (archived);
-4. index_state: the keyed index state under `.hoodie/.aux/hoodie_stream/index/`, when the table has one, agrees
+4. pending_compaction: every pending compaction plan can run: the base and log files its operations name exist and
+   its marker directory holds only marker names (`compaction_check.py`); a plan that cannot run holds its file
+   groups out of every later plan;
+5. index_state: the keyed index state under `.hoodie/.aux/hoodie_stream/index/`, when the table has one, agrees
    with the latest snapshot (`index_check.py`).
 
 Reads only: nothing is changed.
@@ -25,12 +28,13 @@ from ..format.log_block import BlockType, HeaderKey
 from ..format.log_reader import read_log_file
 from ..format.reader import HoodieTable
 from .block_check import DECODED, check_block
+from .compaction_check import check_pending_compactions
 from .index_check import check_index
 from .problems import Problem, capped
 from .progress import progress
 from .table_files import TableFiles, table_files
 
-CHECKS = ("missing_file", "corrupt_log_block", "stray_file", "index_state")
+CHECKS = ("missing_file", "corrupt_log_block", "stray_file", "pending_compaction", "index_state")
 
 
 @dataclass
@@ -136,6 +140,7 @@ def validate(table: HoodieTable, index: bool = True, show_progress: bool | None 
     found: dict[str, list[Problem]] = {check: [] for check in CHECKS}
     found["missing_file"] = missing_files(files)
     found["stray_file"] = stray_base_files(files)
+    report.checked["pending_compactions"], found["pending_compaction"] = check_pending_compactions(table, files)
     for path in progress(logs, "validate log files", total=len(logs), enabled=show_progress):
         for problem in check_log_file(table, path, files):
             found[problem.check].append(problem)

@@ -16,12 +16,21 @@ from ..local_spark import local_session_builder
 from ..options import parse_table_service_options
 from ..storage import storage_for
 from . import clean
-from .plan import schedule_compaction
+from .plan import pending_plans, schedule_compaction
 from .service import recover, run_pending_compactions
 
 
+def _nothing_to_schedule(pending):
+    """Why no plan was written: no slice has log files, or only slices that pending plans hold have them."""
+    if pending:
+        return f"no new compaction plan: every file slice with log files is in pending compaction {', '.join(pending)}"
+    return "nothing to compact (no file slice has log files)"
+
+
 def compact_table(path, schedule=True, run=True, clean_after=False, options=None, spark=None, storage_options=None):
-    """Schedule a plan (regardless of the trigger) and/or run pending plans on a local Spark. Yields report lines."""
+    """Schedule a plan (regardless of the trigger) and/or run pending plans on a local Spark. Yields report lines,
+    one per outcome: a plan scheduled, or why none was (unless pending plans are run then), and each compaction
+    completed; Spark starts only when there is a plan to run."""
     storage = storage_for(path, storage_options)
     opts, lock_opts = parse_table_service_options(options)
     TableConfig.load(storage)  # a location that holds no table is refused before the lease is taken
@@ -33,11 +42,19 @@ def compact_table(path, schedule=True, run=True, clean_after=False, options=None
         reverted = recover(storage)
         for instant in reverted:
             yield f"reverted interrupted compaction {instant} to requested"
+        scheduled = None
         if schedule:
             lease.ensure()
-            instant = schedule_compaction(storage, Timeline(storage), opts, force=True)
-            yield f"scheduled compaction {instant}" if instant else "nothing to compact (no file slice has log files)"
-        if run:
+            scheduled = schedule_compaction(storage, Timeline(storage), opts, force=True)
+        pending = sorted(pending_plans(Timeline(storage)))
+        if scheduled:
+            yield f"scheduled compaction {scheduled}"
+        elif schedule and not (run and pending):
+            yield _nothing_to_schedule(pending)
+        if run and not pending:
+            if not schedule:
+                yield "no pending compaction plan to run"
+        elif run:
             own = spark is None
             if own:
                 spark = local_session_builder("local[*]", "hoodie-stream-compact").getOrCreate()

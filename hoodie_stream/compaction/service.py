@@ -118,6 +118,7 @@ class TableServices:
         self._lock = threading.Lock()
         self._again = False
         self._stop = False
+        self._ending = False  # stop(wait=True): the running step is the last
         self.errors = []
         self.completed = []
         self._spark = None
@@ -149,14 +150,18 @@ class TableServices:
         """The writer lease held (nested in the sink's hold when it runs after a micro-batch)."""
         return self.lease.hold() if self.lease is not None else contextlib.nullcontext()
 
-    def after_commit(self, spark):
+    def after_commit(self, spark, inline=False):
+        """After a committed micro-batch: schedule a plan when due, then run compaction and cleaning, in the
+        background (async) or here (inline: `compaction.async.enabled=false`, or `inline` for a query that runs
+        once, availableNow or once, whose end would stop a background compaction: Hudi's advice for such jobs)."""
         opts = self.opts
         self.pace.delta_committed()
         self._spark = spark
         with self._holding():
             if opts.schedule:
                 self._schedule(spark, Timeline(self.storage))
-            if not opts.async_run:
+            if not opts.async_run or inline:
+                self.wait_idle(None)  # a background step of an earlier query of this sink ends first
                 self.completed += run_pending_compactions(spark, self.storage, opts, guard=self.guard)
                 clean.clean(self.storage, Timeline(self.storage), opts)
                 return
@@ -256,7 +261,7 @@ class TableServices:
     def _kick(self):
         """Start the service thread unless it is running; it works until nothing is pending, then ends."""
         with self._lock:
-            if self._stop:
+            if self._stop or self._ending:
                 return
             self._again = True
             if self._thread is None or not self._thread.is_alive():
@@ -268,7 +273,7 @@ class TableServices:
     def _loop(self):
         while True:
             with self._lock:
-                if self._stop or not self._again:
+                if self._stop or self._ending or not self._again:
                     return
                 self._again = False
             if spark_stopped(self._spark):
@@ -348,14 +353,26 @@ class TableServices:
         return not pending_plans(Timeline(self.storage)) or self.opts.async_run is False
 
     def stop(self, wait=True):
-        """Stop the service thread: after its running step (`wait`), or now, cancelling the running compaction's
-        Spark job (its plan stays requested and runs again later; nothing of it is visible)."""
+        """Stop the service thread. `wait`: its running step finishes (a compaction it started completes), for at
+        most `compaction.timeout.seconds`; then, or at once without `wait`, the running compaction's Spark jobs
+        are cancelled and its plan goes back to requested (it runs again later; nothing of it is visible)."""
+        with self._lock:
+            self._ending = True  # no further step: the running one is the last
+            thread = self._thread
+            if thread is None:
+                self._stop = True
+                return
+        if wait:
+            thread.join(self.opts.timeout_seconds)
+            if thread.is_alive():
+                log.warning(
+                    "the compaction of %s did not complete within compaction.timeout.seconds (%d s) after its "
+                    "query ended; it is cancelled and its plan stays requested (the next writer runs it first)",
+                    self.storage,
+                    self.opts.timeout_seconds,
+                )
         with self._lock:
             self._stop = True
-        thread = self._thread
-        if thread is None:
-            return
-        if not wait and thread.is_alive() and self._spark is not None and not spark_stopped(self._spark):
+        if thread.is_alive() and self._spark is not None and not spark_stopped(self._spark):
             self._spark.sparkContext.cancelJobGroup(self._group)
-        if wait:
-            thread.join()
+        thread.join()

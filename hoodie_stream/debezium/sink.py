@@ -264,6 +264,7 @@ class DebeziumSink:
             sink = HoodieStreamSink(
                 self.table_path(topic), self._table_options(topic, key_fields), self.storage_options
             )
+            sink.log_name = f"topic {topic!r}, {sink.log_name}"
             self._sinks[topic] = sink
         return sink
 

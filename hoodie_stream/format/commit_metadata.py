@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from ..errors import HoodieFormatError
 
 NULL_COMMIT = "null"
+# extraMetadata entry of the sink's delta commits: how many of the write stats' numDeletes are the old copies of
+# keys that moved partition (global index); numDeletes itself counts them, as Hudi's writers do
+RECORDS_MOVED_KEY = "_hoodie_stream_records_moved"
 
 # (attribute, JSON name, default) in Hudi's serialization order.
 _STAT_FIELDS = [
@@ -181,6 +184,21 @@ class CommitMetadata:
 
     def all_write_stats(self):
         return [s for stats in self.partition_to_write_stats.values() for s in stats]
+
+    @property
+    def records_moved(self):
+        """Keys the commit moved to another partition (the sink's RECORDS_MOVED_KEY entry); None when the commit
+        does not say (a commit of another writer, or of an earlier version of the sink)."""
+        value = self.extra_metadata.get(RECORDS_MOVED_KEY)
+        try:
+            return None if value is None else int(value)
+        except (TypeError, ValueError):
+            return None
+
+    @property
+    def records_deleted(self):
+        """Records deleted: the write stats' numDeletes less the old copies of moved keys they count."""
+        return sum(s.num_deletes or 0 for s in self.all_write_stats()) - (self.records_moved or 0)
 
     def file_ids(self):
         """{(partition, file id)} of every stat with a file id."""

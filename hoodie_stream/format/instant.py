@@ -125,7 +125,7 @@ QUERY_INSTANT_FORMS = (
 )
 
 
-def parse_instant_time(value, what="instant", timezone="UTC"):
+def parse_instant_time(value, what="instant", timezone="UTC", as_text=False):
     """The instant time a query argument (`as_of`, `start`, `end`) names, as Hudi reads it; compared as text with
     the timeline's instant times, as Hudi compares them.
 
@@ -136,7 +136,10 @@ def parse_instant_time(value, what="instant", timezone="UTC"):
     with an optional `Z` or `+hh:mm` offset (the exact time: millis 000 when none are given). Also a `datetime` or
     `date`. Times without an offset are wall-clock times of the table's timeline timezone
     (`hoodie.table.timeline.timezone`: "UTC", else the local one); times with an offset are converted to it.
-    Anything else raises HoodieConfigError naming `what` and the accepted forms.
+    With `as_text` (the begin and end of an incremental read), any other string of digits is an instant time as it
+    is, as Hudi's incremental query takes its begin and end instants (compared as text, HoodieTimeline.compareTimestamps): "000" and "0" (Hudi's quick start: from the first
+    commit), the all-zero and bootstrap instants (00000000000000, 00000000000001, ...), `yyyyMMdd`, the longer
+    instant times of a metadata table. Anything else raises HoodieConfigError naming `what` and the accepted forms.
     """
     text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else None
     dt = None
@@ -146,7 +149,7 @@ def parse_instant_time(value, what="instant", timezone="UTC"):
         dt = datetime.datetime(value.year, value.month, value.day)
     elif text is not None:
         dt = _parse_query_text(text)
-        if dt is not None and len(text) == 14:
+        if (dt is not None and len(text) == 14) or (dt is None and as_text and _is_instant_digits(text)):
             return text
     if dt is None:
         _refuse(value, what)
@@ -156,9 +159,16 @@ def parse_instant_time(value, what="instant", timezone="UTC"):
     return dt.strftime(FORMAT) + f"{dt.microsecond // 1000:03d}"
 
 
+def _is_instant_digits(text):
+    """Digits Hudi compares as an instant time: any length but 14 and 17 (a date-time, checked as one), or zeros
+    and Hudi's bootstrap instants of those lengths (no valid date-time)."""
+    return text.isascii() and text.isdigit() and (len(text) not in (14, 17) or int(text) < 1_000_000)
+
+
 def _refuse(value, what):
     raise HoodieConfigError(
-        f"{what}={value!r} is not an instant time; accepted forms: {', '.join(QUERY_INSTANT_FORMS)} "
+        f"{what}={value!r} is not an instant time; accepted forms: {', '.join(QUERY_INSTANT_FORMS)}, or digits "
+        "compared as an instant time (e.g. 000: before the first commit) "
         "(times in the table's timeline timezone unless an offset is given)"
     )
 

@@ -45,22 +45,34 @@ def create_marker(storage, instant, data_file, io_type):
     return path
 
 
-def list_markers(storage, instant):
-    """Sorted (relative data file path, IO type) of every marker of `instant`; [] if there is none."""
-    storage = storage_for(storage)
+def _entries(storage, instant):
+    """(marker name relative to the marker dir, where) of every entry of `instant`'s marker directory: the lines of
+    timeline-server MARKERS files when there is a MARKERS.type, else the files (the storage layer's own temporary
+    files are not listed)."""
     root = marker_dir(instant)
     files = storage.list(root, recursive=True)
-    found = set()
     if any(f.name == MARKERS_TYPE_FILE for f in files):
-        for f in files:
-            if f.name.startswith("MARKERS") and f.name != MARKERS_TYPE_FILE:
-                for line in storage.read(f.path).decode("utf-8").splitlines():
-                    if line.strip():
-                        found.add(_parse_or_fail(line.strip(), storage.uri_of(f.path)))
-        return sorted(found)
-    for f in files:
-        found.add(_parse_or_fail(f.path[len(root) + 1 :], storage.uri_of(f.path)))
-    return sorted(found)
+        return [
+            (line.strip(), storage.uri_of(f.path))
+            for f in files
+            if f.name.startswith("MARKERS") and f.name != MARKERS_TYPE_FILE
+            for line in storage.read(f.path).decode("utf-8").splitlines()
+            if line.strip()
+        ]
+    return [(f.path[len(root) + 1 :], storage.uri_of(f.path)) for f in files]
+
+
+def list_markers(storage, instant):
+    """Sorted (relative data file path, IO type) of every marker of `instant`; [] if there is none. An entry that
+    is not a marker name is an error naming it."""
+    storage = storage_for(storage)
+    return sorted({_parse_or_fail(rel, where) for rel, where in _entries(storage, instant)})
+
+
+def invalid_markers(storage, instant):
+    """Sorted entries of `instant`'s marker directory that are not marker names (what `list_markers` fails on),
+    relative to the marker directory."""
+    return sorted({rel for rel, _where in _entries(storage_for(storage), instant) if parse_marker_name(rel) is None})
 
 
 def _parse_or_fail(rel, where):

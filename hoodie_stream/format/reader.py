@@ -84,6 +84,16 @@ class HoodieTable:
     def _repr_html_(self) -> str:
         return table_html(self)
 
+    def __repr__(self) -> str:
+        """Path, table name, type and latest completed commit (of the timeline as last loaded); never the storage
+        options, which hold credentials."""
+        commits = self.timeline.commits_timeline()
+        latest = commits[-1].timestamp if commits else None
+        return (
+            f"HoodieTable({self.path!r}, name={self.config.table_name!r}, type={self.config.table_type}, "
+            f"latest_commit={latest!r})"
+        )
+
     # -- schema ---------------------------------------------------------------------------------------------
     def avro_schema(self, as_of: str | None = None) -> dict[str, Any]:
         """Data schema (no meta fields): from the latest completed commit that records one, else the create schema."""
@@ -135,7 +145,8 @@ class HoodieTable:
             if as_of is not None:
                 raise HoodieError("as_of applies to snapshot and read_optimized reads; use start/end for incremental")
             start, end = (
-                None if t is None else parse_instant_time(t, name, zone) for t, name in ((start, "start"), (end, "end"))
+                None if t is None else parse_instant_time(t, name, zone, as_text=True)
+                for t, name in ((start, "start"), (end, "end"))
             )
             check_incremental(self)
             check_incremental_window(self.timeline, start, end)

@@ -1,35 +1,70 @@
-"""A short text summary of a table: configuration, completed instants, file groups and row count."""
+"""A short summary of a table: configuration, completed instants, file groups and row count; as a dict
+(`summary_of`, what `summary --json` prints) or as text (`summary_text`, `table_summary`)."""
 
 from .fs_view import FileSystemView
 from .reader import HoodieTable
 
 
-def table_summary(path, storage_options=None):
-    table = HoodieTable(path, storage_options)
+def summary_of(table):
+    """The summary of a HoodieTable as a JSON-ready dict."""
     cfg = table.config
-    lines = [
-        f"table {cfg.table_name!r} at {table.path}",
-        f"  type {cfg.table_type}, version {cfg.props.get('hoodie.table.version')}, "
-        f"record key {','.join(cfg.record_key_fields)}, precombine {cfg.precombine_field or '-'}, "
-        f"partitions {','.join(cfg.partition_fields) or '-'}",
-    ]
-    instants = table.timeline.commits_timeline()
-    lines.append(f"  completed commits: {len(instants)}")
-    for inst in instants:
+    commits = []
+    for inst in table.timeline.commits_timeline():
         meta = table.timeline.read_commit_metadata(inst.timestamp)
         stats = meta.all_write_stats()
-        written = sum(s.num_writes for s in stats)
-        deleted = sum(s.num_deletes for s in stats)
-        lines.append(
-            f"    {inst.timestamp} {inst.action:<13} {meta.operation_type:<8} files {len(stats):>3}  "
-            f"writes {written:>7}  deletes {deleted:>5}"
+        commits.append(
+            {
+                "instant": inst.timestamp,
+                "action": inst.action,
+                "operation": meta.operation_type,
+                "files": len(stats),
+                "records_written": sum(s.num_writes for s in stats),
+                "records_deleted": meta.records_deleted,
+                "records_moved": meta.records_moved,
+            }
         )
-    pending = table.timeline.pending()
-    if pending:
-        lines.append("  pending: " + ", ".join(f"{i.timestamp}.{i.action}.{i.state}" for i in pending))
     slices = list(FileSystemView(table.storage, table.timeline).latest_slices())
-    logs = sum(len(s.log_files) for s in slices)
-    with_base = sum(1 for s in slices if s.base_file)
-    lines.append(f"  file groups: {len(slices)} ({with_base} with a base file, {logs} log files in latest slices)")
-    lines.append(f"  rows (snapshot): {table.read().num_rows}")
+    return {
+        "table": cfg.table_name,
+        "path": table.path,
+        "table_type": cfg.table_type,
+        "table_version": cfg.props.get("hoodie.table.version"),
+        "record_key_fields": list(cfg.record_key_fields),
+        "precombine_field": cfg.precombine_field or None,
+        "partition_fields": list(cfg.partition_fields),
+        "commits": commits,
+        "pending": [f"{i.timestamp}.{i.action}.{i.state}" for i in table.timeline.pending()],
+        "file_groups": len(slices),
+        "file_groups_with_base_file": sum(1 for s in slices if s.base_file),
+        "log_files": sum(len(s.log_files) for s in slices),
+        "rows": table.read().num_rows,
+    }
+
+
+def summary_text(info):
+    lines = [
+        f"table {info['table']!r} at {info['path']}",
+        f"  type {info['table_type']}, version {info['table_version']}, "
+        f"record key {','.join(info['record_key_fields'])}, precombine {info['precombine_field'] or '-'}, "
+        f"partitions {','.join(info['partition_fields']) or '-'}",
+        f"  completed commits: {len(info['commits'])}",
+    ]
+    for c in info["commits"]:
+        moved = f"  moves {c['records_moved']:>5}" if c["records_moved"] else ""
+        lines.append(
+            f"    {c['instant']} {c['action']:<13} {c['operation']:<8} files {c['files']:>3}  "
+            f"writes {c['records_written']:>7}  deletes {c['records_deleted']:>5}{moved}"
+        )
+    if info["pending"]:
+        lines.append("  pending: " + ", ".join(info["pending"]))
+    lines.append(
+        f"  file groups: {info['file_groups']} ({info['file_groups_with_base_file']} with a base file, "
+        f"{info['log_files']} log files in latest slices)"
+    )
+    lines.append(f"  rows (snapshot): {info['rows']}")
     return "\n".join(lines)
+
+
+def table_summary(path, storage_options=None):
+    """The text summary of the table at `path`."""
+    return summary_text(summary_of(HoodieTable(path, storage_options)))

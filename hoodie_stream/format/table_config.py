@@ -107,6 +107,8 @@ class TableConfig:
                 # a change (`delete_properties`) completed between the two reads: the new file is there now
                 backup_props, backup_reason = _read(storage, PROPERTIES_PATH)
             if backup_props is None:
+                if backup_reason == reason == "file is missing" and not storage.exists(""):
+                    raise HoodieTableError(storage.uri, "the table path does not exist")
                 if backup_reason != "file is missing":
                     reason = f"{reason}; {BACKUP_FILE}: {backup_reason}"
                 raise HoodieTableError(main, f"hoodie.properties {reason}")

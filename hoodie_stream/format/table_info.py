@@ -18,7 +18,10 @@
     records_written     int64      records written (numWrites: inserts and updates)
     records_inserted    int64      numInserts
     records_updated     int64      numUpdateWrites
-    records_deleted     int64      numDeletes
+    records_deleted     int64      records deleted: numDeletes, less the old copies of moved keys it counts
+    records_moved       int64      keys moved to another partition (global index: numDeletes counts the delete of
+                                   each one's old copy, as Hudi does); from the sink's entry in the extra metadata,
+                                   null for a commit that does not record it (another writer's)
     bytes_written       int64      totalWriteBytes
     batch_id            int64      the streaming batch id this commit recorded (the entry of
                                    `_hudi_streaming_sink_checkpoint` in the extra metadata that changed since the
@@ -78,6 +81,7 @@ COMMITS_SCHEMA = pa.schema(
         ("records_inserted", pa.int64()),
         ("records_updated", pa.int64()),
         ("records_deleted", pa.int64()),
+        ("records_moved", pa.int64()),
         ("bytes_written", pa.int64()),
         ("batch_id", pa.int64()),
         ("writer", pa.string()),
@@ -95,7 +99,7 @@ FILE_SLICES_SCHEMA = pa.schema(
         ("total_size", pa.int64()),
     ]
 )
-_FIGURES = [f.name for f in COMMITS_SCHEMA][7:15]
+_FIGURES = [f.name for f in COMMITS_SCHEMA][7:16]
 
 
 def commits(table: HoodieTable) -> pa.Table:
@@ -184,7 +188,7 @@ def file_slices(table: HoodieTable) -> pa.Table:
 
 
 def _figures(meta: CommitMetadata | None) -> list[int | None]:
-    """partitions, files, log files, records written / inserted / updated / deleted, bytes of a commit."""
+    """partitions, files, log files, records written / inserted / updated / deleted / moved, bytes of a commit."""
     if meta is None:
         return [None] * len(_FIGURES)
     stats = meta.all_write_stats()
@@ -196,7 +200,8 @@ def _figures(meta: CommitMetadata | None) -> list[int | None]:
         sum(s.num_writes or 0 for s in stats),
         sum(s.num_inserts or 0 for s in stats),
         sum(s.num_update_writes or 0 for s in stats),
-        sum(s.num_deletes or 0 for s in stats),
+        meta.records_deleted,
+        meta.records_moved,
         sum(s.total_write_bytes or 0 for s in stats),
     ]
 

@@ -2,10 +2,14 @@
 (TimelineUtils.validateTimestampAsOf, applied to `as.of.instant`; Hudi's incremental query reads the file slices as of
 its end instant, so an end the cleaner has passed fails there too, on the first cleaned file)."""
 
+import logging
+
 from ..errors import HoodieError
 from .avro_models import read_container
 from .file_names import parse_base_file_name, parse_log_file_name
 from .instant import CLEAN, COMMIT, COMMIT_ACTIONS
+
+logger = logging.getLogger(__name__)
 
 
 class HoodieTimeTravelError(HoodieError):
@@ -37,6 +41,21 @@ def check_as_of(timeline, as_of: str, name: str = "as_of") -> None:
             f"{pending[0].timestamp}"
         )
     check_not_cleaned(timeline, as_of, name)
+    warn_before_first_commit(timeline, as_of, name)
+
+
+def warn_before_first_commit(timeline, as_of: str, name: str = "as_of") -> None:
+    """Log a warning when time travel goes to before the table's first completed commit: the table was empty then
+    and the query returns no rows (Hudi's time travel answers so too)."""
+    commits = timeline.commits_timeline()
+    if commits and as_of < commits[0].timestamp:
+        logger.warning(
+            "%s: time travel's %s %s is before %s, the first completed commit on the timeline: the query returns no rows",
+            timeline.hoodie_dir,
+            name,
+            as_of,
+            commits[0].timestamp,
+        )
 
 
 def check_not_cleaned(timeline, instant: str, name: str) -> None:

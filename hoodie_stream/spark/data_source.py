@@ -45,15 +45,15 @@ class Query:
     def of(cls, options: ReadOptions, table: HoodieTable) -> Query:
         zone = table.config.timeline_timezone
 
-        def instant(value: str | None, name: str) -> str | None:
-            return None if value is None else parse_instant_time(value, name, zone)
+        def instant(value: str | None, name: str, as_text: bool = True) -> str | None:
+            return None if value is None else parse_instant_time(value, name, zone, as_text)
 
         begin = options.begin
         if begin is not None and begin.strip("0") == "":  # "0", "000": from the first commit, as Hudi reads it
             begin = None
         query = cls(
             options,
-            instant(options.as_of, AS_OF_INSTANT),
+            instant(options.as_of, AS_OF_INSTANT, as_text=False),
             instant(begin, BEGIN_INSTANTTIME),
             instant(options.end, END_INSTANTTIME),
         )

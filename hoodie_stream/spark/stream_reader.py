@@ -89,7 +89,7 @@ class HoodieStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start.lower() == "latest":
             return {OFFSET: self._latest()}
         table = self._open()
-        return {OFFSET: parse_instant_time(start, START_OFFSET, table.config.timeline_timezone)}
+        return {OFFSET: parse_instant_time(start, START_OFFSET, table.config.timeline_timezone, as_text=True)}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_files is None and self.options.max_commits is None:

@@ -36,7 +36,7 @@ from ..errors import (
 )
 from .base import FileInfo, Storage
 from .local_cache import LocalCache
-from .options import CLIENT_KEYS, RETRY_KEYS, redact, store_kind
+from .options import CLIENT_KEYS, RETRY_KEYS, check_plain_http, redact, store_kind
 from .paths import check_relative, join
 
 # objects up to this size are read in one GET by open_input (parquet footers and column chunks then cost nothing)
@@ -176,6 +176,7 @@ class ObjectStorage(Storage):
             from obstore.store import from_url
 
             try:
+                check_plain_http(self.uri, self.options)
                 config, client, retry = _client_settings(self.options)
             except HoodieConfigError as err:
                 raise HoodieConfigError(f"{self.uri}: {err}") from None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import urllib.parse
 from collections.abc import Iterable, Mapping
 
 from ..errors import HoodieConfigError
@@ -186,6 +187,21 @@ def resolve(
             hint = f" (a {foreign.rstrip('_')} option; this location is {kind})" if foreign else ""
             raise HoodieConfigError(f"{uri}: unknown storage option {key!r}{hint}")
     return merged
+
+
+def check_plain_http(uri: str, options: Mapping[str, str]) -> None:
+    """Refuse an `http://` S3 endpoint without `aws_allow_http=true` (or the client key `allow_http`), naming the
+    option (the caller names the location): the client would fail every request with a bare "builder error"."""
+    endpoint = str(options.get("aws_endpoint_url") or options.get("aws_endpoint") or "").strip()
+    if store_kind(uri) != "s3" or not endpoint.lower().startswith("http://"):
+        return
+    if any(str(options.get(k, "")).strip().lower() == "true" for k in ("aws_allow_http", "allow_http")):
+        return
+    host = urllib.parse.urlsplit(endpoint).netloc.rpartition("@")[2]  # no user info in messages
+    raise HoodieConfigError(
+        f"the endpoint http://{host} is plain HTTP, which the S3 client refuses unless storage option "
+        "'aws_allow_http' is 'true' (or environment AWS_ALLOW_HTTP=true); set it, or use an https:// endpoint"
+    )
 
 
 def redact(text: str, options: Mapping[str, str] | None) -> str:

@@ -40,7 +40,8 @@ METRICS_SCHEMA = pa.schema(
         ("records_written", pa.int64()),
         ("records_inserted", pa.int64()),
         ("records_updated", pa.int64()),
-        ("records_deleted", pa.int64()),
+        ("records_deleted", pa.int64()),  # deletes; a key moved to another partition is not one
+        ("records_moved", pa.int64()),  # keys moved to another partition (their old copies' deletes)
         ("bytes_written", pa.int64()),
         ("files_written", pa.int64()),
         ("log_files_written", pa.int64()),
@@ -55,14 +56,17 @@ METRICS_SCHEMA = pa.schema(
 
 
 def result_figures(result: Any) -> dict[str, int]:
-    """Records, bytes and files a BatchResult's write stats count."""
+    """Records, bytes and files a BatchResult's write stats count; records_deleted without the deletes of moved
+    keys' old copies (records_moved), which the stats' numDeletes count as Hudi's writers do."""
     stats = list(getattr(result, "stats", ()) or ())
+    moved = int(getattr(result, "moved", 0) or 0)  # deletes of the old copies of moved keys, in numDeletes
     written = [s for s in stats if s.path]
     return {
         "records_written": sum(s.num_writes or 0 for s in stats),
         "records_inserted": sum(s.num_inserts or 0 for s in stats),
         "records_updated": sum(s.num_update_writes or 0 for s in stats),
-        "records_deleted": sum(s.num_deletes or 0 for s in stats),
+        "records_deleted": sum(s.num_deletes or 0 for s in stats) - moved,
+        "records_moved": moved,
         "bytes_written": sum(s.total_write_bytes or 0 for s in stats),
         "files_written": len(written),
         "log_files_written": sum(1 for s in written if parse_log_file_name(s.file_name) is not None),
@@ -166,16 +170,18 @@ class BatchMetrics:
             return len(self._rows)
 
 
-def log_batch(log: logging.Logger, row: Mapping[str, Any]) -> None:
-    """The INFO line of a committed micro-batch."""
+def log_batch(log: logging.Logger, row: Mapping[str, Any], table: str) -> None:
+    """The INFO line of a committed micro-batch, naming the table (`table`: what the sink calls it in messages)."""
     log.info(
-        "batch %s committed as %s: %d records (%d inserts, %d updates, %d deletes), %d files, %.2f s",
+        "%s: batch %s committed as %s: %d records (%d inserts, %d updates, %d deletes, %d moves), %d files, %.2f s",
+        table,
         row["batch_id"],
         row["instant"],
-        row["records_written"] + row["records_deleted"],
+        row["records_written"] + row["records_deleted"] + row["records_moved"],
         row["records_inserted"],
         row["records_updated"],
         row["records_deleted"],
+        row["records_moved"],
         row["files_written"],
         row["batch_seconds"],
     )

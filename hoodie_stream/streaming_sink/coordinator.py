@@ -12,17 +12,21 @@ from ..checkpoints import index_state
 from ..checkpoints.batch_checkpoint import checkpoint_metadata
 from ..checkpoints.recovery import INDEX_MARK
 from ..errors import rebuild_task_error
-from ..format.commit_metadata import WriteStat
+from ..format.commit_metadata import RECORDS_MOVED_KEY, WriteStat
 from ..format.markers import delete_markers, list_markers
 from ..format.rollback import files_of_instant
 
 
 class BatchResult:
-    def __init__(self, instant=None, stats=(), flushes=None, skipped=False):
+    """What a micro-batch committed: its instant, the write stats, the write tasks' flush counts and the keys it
+    moved to another partition (`moved`: their old copies are deletes the stats' numDeletes count)."""
+
+    def __init__(self, instant=None, stats=(), flushes=None, skipped=False, moved=0):
         self.instant = instant
         self.stats = list(stats)
         self.flushes = flushes or {}
         self.skipped = skipped
+        self.moved = moved
 
     @property
     def num_writes(self):
@@ -30,7 +34,12 @@ class BatchResult:
 
     @property
     def num_deletes(self):
-        return sum(s.num_deletes for s in self.stats)
+        """Records deleted, the old copies of moved keys not counted (`num_moved`)."""
+        return sum(s.num_deletes for s in self.stats) - self.moved
+
+    @property
+    def num_moved(self):
+        return self.moved
 
     def __repr__(self):
         if self.skipped:
@@ -40,13 +49,15 @@ class BatchResult:
         flushes = ", ".join(f"{k}={self.flushes[k]}" for k in ("bucket", "task", "end") if k in self.flushes)
         return (
             f"BatchResult(instant={self.instant!r}, inserts={inserts}, updates={updates}, deletes={self.num_deletes}, "
-            f"files={sum(1 for s in self.stats if s.path)}, flushes=({flushes}))"
+            f"moves={self.moved}, files={sum(1 for s in self.stats if s.path)}, flushes=({flushes}))"
         )
 
 
 def parse_task_results(rows):
-    """Write stats and summed flush counts from the write tasks' result rows."""
+    """Write stats, summed flush counts and the keys moved to another partition, from the write tasks' result
+    rows."""
     stats, flushes = [], {"bucket": 0, "task": 0, "end": 0, "peak_buffered": 0, "peak_real": 0, "measured": 0}
+    moved = 0
     for kind, payload in rows:
         data = json.loads(payload)
         if kind == "stat":
@@ -56,7 +67,8 @@ def parse_task_results(rows):
                 flushes[cause] += data[cause]
             for peak in ("peak_buffered", "peak_real"):
                 flushes[peak] = max(flushes[peak], data[peak])
-    return stats, flushes
+            moved += data.get("moved", 0)
+    return stats, flushes, moved
 
 
 def reconcile_markers(storage, instant, stats):
@@ -66,11 +78,12 @@ def reconcile_markers(storage, instant, stats):
     return [rel for rel, _io in list_markers(storage, instant) if rel not in written and storage.delete(rel)]
 
 
-def commit(txn, stats, identifier, batch_id):
+def commit(txn, stats, identifier, batch_id, moved=0):
     reconcile_markers(txn.storage, txn.instant, stats)
     txn.add_stats(stats)
     extra = checkpoint_metadata(txn.writer.timeline, identifier, batch_id)
     extra[INDEX_MARK] = "1"  # this instant saved its index state before committing
+    extra[RECORDS_MOVED_KEY] = str(moved)  # of the stats' numDeletes, the old copies of keys that moved partition
     txn.commit(extra)
     index_state.write_latest(txn.storage, txn.instant)
     return txn.instant

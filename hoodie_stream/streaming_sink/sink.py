@@ -73,6 +73,8 @@ class HoodieStreamSink:
         self.storage = storage_for(path, storage_options, _spark_s3a_settings(path))
         self.path = self.storage.uri
         self.options = parse_options(self.path, options, **shortcuts)
+        # how the per-batch log line names the table (a DebeziumSink puts the topic in front)
+        self.log_name = f"table {self.options.table_name!r} at {self.path}"
         # where the executors keep local copies of a remote table's index state and spool uploads (every task
         # gets the table's storage with it: the chain's stages, the index rebuild, compaction)
         o = self.options
@@ -83,6 +85,7 @@ class HoodieStreamSink:
         self._query = ""  # the streaming query this sink holds the lease for
         self._listener = None
         self._created = None  # what the table root held before this micro-batch created the table
+        self._once: tuple[str, bool] | None = None  # (query id, whether its trigger runs once)
         self._bulk_warned = False  # the warning of a bulk insert into a table holding data was given
         self._metrics: BatchMetrics | None = None  # one row per micro-batch (metrics())
         self._seconds: dict[str, float] = {}  # the running micro-batch's stages (batch_metrics.STAGES)
@@ -148,7 +151,7 @@ class HoodieStreamSink:
             batch_id, result, self._seconds, pending, self._bulk_batch, self._chain_jobs if result.instant else None
         )
         if result.instant and self.options.log_batches:
-            log_batch(log, row)
+            log_batch(log, row, self.log_name)
 
     def close(self, wait: bool = True) -> None:
         """Stop the background compaction thread (waiting for the running step when `wait`) and give back the
@@ -190,7 +193,7 @@ class HoodieStreamSink:
                     self._created = None
             if self.last_result is not None and self.last_result.instant:
                 try:
-                    self.services.after_commit(spark)
+                    self.services.after_commit(spark, inline=self._runs_once(spark))
                 except Exception:  # the batch is committed; a failed table service is retried after the next one
                     log.exception("table services after %s failed", self.last_result.instant)
                 self._lap("services")
@@ -241,7 +244,7 @@ class HoodieStreamSink:
                     rows = run_bulk_insert(df, writer, txn, self.options, tasks[1], committed)
                 else:
                     rows = self._run_chain(df, writer, txn, tasks, chained)
-                stats, flushes = coordinator.parse_task_results(rows)
+                stats, flushes, moved = coordinator.parse_task_results(rows)
                 self._lap("chain")
             except BaseException as exc:
                 wait_for_tasks(sc, tag)  # the failed job's other tasks stop before the rollback lists their files
@@ -259,12 +262,12 @@ class HoodieStreamSink:
         # commits without write stats: the index state counts only with its instant completed)
         try:
             self.lease.ensure()
-            coordinator.commit(txn, stats, identifier, batch_id)
+            coordinator.commit(txn, stats, identifier, batch_id, moved)
         except BaseException:
             _abort(txn)
             raise
         self._lap("commit")
-        self.last_result = coordinator.BatchResult(txn.instant, stats, flushes)
+        self.last_result = coordinator.BatchResult(txn.instant, stats, flushes, moved=moved)
 
     def _bulk_insert(self, timeline):
         """(whether the micro-batch is bulk inserted, the committed instants of a table holding data, else None).
@@ -285,6 +288,14 @@ class HoodieStreamSink:
                 )
             return True, committed
         return o.operation == "upsert" and o.bulk_insert_first_batch and empty, committed
+
+    def _runs_once(self, spark):
+        """Whether this micro-batch's query runs once (trigger availableNow or once): its compaction then runs
+        inline, as Hudi advises for such jobs, since the query's end would stop a background one."""
+        query_id = spark.sparkContext.getLocalProperty("sql.streaming.queryId") or ""
+        if self._once is None or self._once[0] != query_id:
+            self._once = (query_id, _trigger_runs_once(spark, query_id))
+        return self._once[1]
 
     def _hold_for_query(self, spark):
         """The table's lease (one writer at a time): held during each micro-batch and each compaction step, and,
@@ -594,20 +605,42 @@ def _spark_s3a_settings(path):
     return s3a_settings(conf)
 
 
+def _running_query(spark, query_id):
+    """The JVM StreamExecution of running streaming query `query_id` (None when it does not run), from the registry
+    of every session's running queries in their shared state. Raises where there is no JVM (Spark Connect)."""
+    uuid = spark.sparkContext._jvm.java.util.UUID.fromString(query_id)
+    return spark._jsparkSession.sharedState().activeStreamingQueries().get(uuid)
+
+
 def _query_streams(spark, query_id):
     """The StreamingQueryManager of the session that started streaming query `query_id`. foreachBatch hands each
     micro-batch over in a clone of that session (`df.sparkSession`), whose own manager neither lists the query nor
-    hears of its termination; the running queries of every session are registered in their shared state."""
+    hears of its termination."""
     try:
         from pyspark.sql.streaming.query import StreamingQueryManager
 
-        uuid = spark.sparkContext._jvm.java.util.UUID.fromString(query_id)
-        running = spark._jsparkSession.sharedState().activeStreamingQueries().get(uuid)
+        running = _running_query(spark, query_id)
         if running is not None:
             return StreamingQueryManager(running.sparkSession().streams())
     except Exception:  # Spark Connect (no JVM here), or a Spark without that registry
         pass
     return spark.streams
+
+
+def _trigger_runs_once(spark, query_id):
+    """Whether streaming query `query_id` has a trigger that runs once: availableNow or once (False when that
+    cannot be told: Spark Connect, a batch write)."""
+    if not query_id:
+        return False
+    try:
+        running = _running_query(spark, query_id)
+        if running is None:
+            return False
+        trigger = running.trigger().getClass().getSimpleName()
+    except Exception:
+        log.debug("the trigger of query %s could not be read", query_id, exc_info=True)
+        return False
+    return trigger.rstrip("$") in ("AvailableNowTrigger", "OneTimeTrigger")
 
 
 def _query_active(spark, query_id):

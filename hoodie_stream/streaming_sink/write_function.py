@@ -7,7 +7,8 @@ and the last measured size stands for the records in between. Flushes:
 - when the task's buffered total passes `write.task.max.size`, the largest bucket is flushed (cause "task");
 - everything left is flushed at the end of the micro-batch (cause "end").
 A flush appends a new log file version to the file group: an AVRO_DATA block for upserts and a DELETE block for
-deletes. The task returns one row per file written (its write stat as JSON) and its flush counts.
+deletes. The task returns one row per file written (its write stat as JSON) and its counts: flushes by cause, and
+the deletes it wrote of keys that moved partition (counted in the stats' numDeletes, as Hudi counts them).
 """
 
 import json
@@ -33,6 +34,7 @@ from ..storage import join
 
 SAMPLE_RATE = 0.01
 RELEASE_AFTER_BYTES = 8 * 1024 * 1024
+DELETE_KINDS = pa.array([RecordKind.DELETE_ORDERED, RecordKind.DELETE_NATURAL, RecordKind.DELETE_MOVED], pa.int8())
 RESULT_SCHEMA = pa.schema([("kind", pa.string()), ("payload", pa.string())])
 _EMPTY_SLICE_SIZE = None
 
@@ -139,6 +141,7 @@ class BufferedWriter:
         self.sampler = SizeSampler(seed=task)
         self.stats = []
         self.flushes = {"bucket": 0, "task": 0, "end": 0}
+        self.moved = 0  # deletes written of keys that moved partition (their old copies), in the stats' numDeletes
         self.peak_buffered = 0
         self.peak_real = 0
         self._slices = {}  # partition -> {file id: (base instant, base file name)}
@@ -221,7 +224,7 @@ class BufferedWriter:
         table = pa.concat_tables(bucket.tables)
         bucket.tables = []
         kinds = table[KIND]
-        is_delete = pc.or_(pc.equal(kinds, RecordKind.DELETE_ORDERED), pc.equal(kinds, RecordKind.DELETE_NATURAL))
+        is_delete = pc.is_in(kinds, value_set=DELETE_KINDS)
         if pc.any(is_delete).as_py():
             data = table.filter(pc.invert(is_delete))
             dels = table.filter(is_delete)
@@ -244,12 +247,15 @@ class BufferedWriter:
         if dels.num_rows:
             ordering = None
             if self.fn.context.ordering_field and self.fn.context.ordering_field in dels.column_names:
-                # deletes applied by arrival (a key that moved partition) carry no ordering value
+                # deletes applied by arrival (operation=delete, a key that moved partition) carry no ordering value
                 values = dels[self.fn.context.ordering_field]
                 ordering = pc.if_else(
-                    pc.equal(dels[KIND], RecordKind.DELETE_NATURAL), pa.scalar(None, values.type), values
+                    pc.equal(dels[KIND], RecordKind.DELETE_ORDERED), values, pa.scalar(None, values.type)
                 )
             deletes = (dels[KEY], ordering)
+            # the stat's numDeletes counts the old copies of moved keys too, as Hudi's writer does; the task
+            # reports them apart so that the commit can tell deletes from moves
+            self.moved += pc.sum(pc.equal(dels[KIND], RecordKind.DELETE_MOVED)).as_py() or 0
         inserts = pc.sum(pc.equal(table[KIND], RecordKind.INSERT)).as_py() or 0
         return append_log(
             self.fn.context.storage,
@@ -316,6 +322,7 @@ class BufferedWriter:
                         peak_buffered=self.peak_buffered,
                         peak_real=self.peak_real,
                         measured=self.sampler.measured,
+                        moved=self.moved,
                     )
                 ),
             )
