@@ -303,18 +303,26 @@ class CompactionOptions:
         "hoodie.archive.automatic", "true", boolean, "archive the timeline after each clean (compaction/archiver.py)"
     )
     keep_min_commits: int = option(
-        "hoodie.keep.min.commits", "20", integer(), "completed commits an archiving run leaves on the active timeline"
+        "archive.min_commits",
+        "40",
+        integer(),
+        "completed commits an archiving run leaves on the active timeline",
+        aliases=("hoodie.keep.min.commits",),
     )
     keep_max_commits: int = option(
-        "hoodie.keep.max.commits", "30", integer(), "archiving runs when more completed commits than this are active"
+        "archive.max_commits",
+        "50",
+        integer(),
+        "archiving runs when more completed commits than this are active",
+        aliases=("hoodie.keep.max.commits",),
     )
     archival_batch: int = option("hoodie.commits.archival.batch", "10", integer(), "records per archive log block")
 
     def __post_init__(self) -> None:
         if self.keep_max_commits <= self.keep_min_commits:
             raise HoodieConfigError(
-                f"option 'hoodie.keep.max.commits' ({self.keep_max_commits}) must be greater than "
-                f"'hoodie.keep.min.commits' ({self.keep_min_commits})"
+                f"option 'archive.max_commits' (hoodie.keep.max.commits: {self.keep_max_commits}) must be greater "
+                f"than 'archive.min_commits' (hoodie.keep.min.commits: {self.keep_min_commits})"
             )
 
 

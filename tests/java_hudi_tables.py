@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from hoodie_stream import DebeziumSink, HoodieStreamSink
+from hoodie_stream import DebeziumSink, HoodieStreamSink, HoodieTable
 from hoodie_stream.cli.rollback import rollback
 from hoodie_stream.compaction.offline import clean_table, compact_table
 from hoodie_stream.format.timeline import Timeline
@@ -194,6 +194,24 @@ def rolled_back(spark, path):
         sink.close()
 
 
+def archived(spark, path):
+    """Inline compaction every 2 delta commits, cleaning keeping 2 commits and archiving keeping 3 to 5: after 9
+    micro-batches the oldest instants (a compaction among them) are in `.hoodie/archived/`."""
+    opts = {
+        "compaction.schedule.enabled": "true",
+        "compaction.async.enabled": "false",
+        "compaction.delta_commits": "2",
+        "clean.retain_commits": "2",
+        "hoodie.keep.min.commits": "3",
+        "hoodie.keep.max.commits": "5",
+    }
+    more = [(_rows([n % 16, 16 + n], 50 + n, f"e{n}-"), DDL_DELETE) for n in range(5)]
+    _batches(spark, path, opts, _upserts_and_deletes() + more)
+    table = HoodieTable(path)
+    archived = table.archived_timeline().completed(["commit", "deltacommit"])
+    assert len(archived) >= 4 and len(table.timeline.commits_timeline()) <= 5, "the table was not archived"
+
+
 MAKERS = {
     "plain": plain,
     "chain_only": chain_only,
@@ -209,4 +227,5 @@ MAKERS = {
     "async_compaction": async_compaction,
     "compacted_and_cleaned": compacted_and_cleaned,
     "rolled_back": rolled_back,
+    "archived": archived,
 }

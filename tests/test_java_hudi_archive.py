@@ -21,7 +21,9 @@ def archived_table(tmp_path_factory):
     """33 commits (a compaction among them), cleaned (25 commits retained), archived with Hudi's defaults (20/30, the cleaner retaining
     10 commits): 13 instants move to `.hoodie/archived/`."""
     path = build_table(str(tmp_path_factory.mktemp("java_archive") / "t"), commits=32, compact_at=5, clean_retain=25)
-    opts = parse_compaction_options({"clean.retain_commits": "10"})
+    opts = parse_compaction_options(
+        {"clean.retain_commits": "10", "hoodie.keep.min.commits": "20", "hoodie.keep.max.commits": "30"}
+    )
     moved = archive(path, Timeline(path), opts)
     assert len(moved) == 13
     return path, moved

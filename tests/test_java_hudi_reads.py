@@ -12,6 +12,7 @@ import java_hudi as jh
 from conftest import unzip_table, v6_table_zips
 from hoodie_stream import HoodieTable
 from hoodie_stream.errors import HoodieError
+from hoodie_stream.format.instant import COMMIT_ACTIONS
 from java_hudi_tables import MAKERS, plain
 
 pytestmark = [pytest.mark.java_hudi, pytest.mark.spark]
@@ -106,6 +107,12 @@ def queries(table: HoodieTable, every_instant: bool = True):
     for begin, end in pairs:
         args = {"query_type": "incremental", "start": begin, "end": end}
         out.append((f"incremental ({begin}, {end}]", args, jh.incremental(begin, end)))
+    archived = [i.timestamp for i in table.archived_timeline().completed(list(COMMIT_ACTIONS))]
+    if archived and instants:  # instants moved to .hoodie/archived/: travel to them, increments reaching them
+        for ts in sorted({archived[0], archived[-1]}):
+            out.append((f"snapshot as of {ts} (archived)", {"as_of": ts}, jh.snapshot(ts)))
+        args = {"query_type": "incremental", "start": archived[0], "end": instants[0]}
+        out.append((f"incremental from archived {archived[0]}", args, jh.incremental(archived[0], instants[0])))
     return out
 
 

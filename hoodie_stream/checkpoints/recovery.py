@@ -52,8 +52,10 @@ def rollback_pending_writes(storage, timeline):
     timeline.reload()
     done = []
     for inst in timeline.pending(list(WRITE_ACTIONS)):
-        rollback_instant(storage, timeline, inst)
+        # index state files first: once the instant has left the timeline, a file of it left behind by a crash
+        # would count as committed when its instant is older than the active timeline (archived, CommittedInstants)
         index_state.remove_instant(storage, inst.timestamp)
+        rollback_instant(storage, timeline, inst)
         done.append(inst.timestamp)
         timeline.reload()
     return done

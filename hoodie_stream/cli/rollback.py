@@ -120,8 +120,8 @@ def rollback(
         result: dict[str, Any] = {"instant": instant, "action": inst.action, "state": inst.state, "files": []}
         if inst.action in COMMIT_ACTIONS and not inst.is_completed:
             result["files"] = rollbacks.files_of_instant(storage, instant)
+            index_state.remove_instant(storage, instant)  # before the instant leaves the timeline
             rollbacks.rollback_instant(storage, timeline, inst)
-            index_state.remove_instant(storage, instant)
             result["rollback_instant"] = _newest_rollback(timeline)
             result["index_state"] = "files of the instant removed"
         elif inst.action == COMPACTION and inst.is_inflight:

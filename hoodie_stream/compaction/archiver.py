@@ -58,6 +58,7 @@ from ..format.table_config import TableConfig
 from ..format.timeline import HOODIE_DIR, Timeline
 from ..options import CompactionOptions
 from ..storage import FileInfo, Storage, storage_for
+from .clean import clean
 
 log = logging.getLogger(__name__)
 
@@ -221,8 +222,10 @@ def archive(
     active timeline (those a crashed run had archived included), in the order their files were deleted."""
     storage = storage_for(storage)
     timeline.reload()
-    folder = TableConfig.load(storage).props.get("hoodie.archivelog.folder") or "archived"
     chosen = instants_to_archive(timeline, opts, now)
+    if not chosen:  # what a crashed run left stays until the next run that archives (its instants are the oldest)
+        return []
+    folder = TableConfig.load(storage).props.get("hoodie.archivelog.folder") or "archived"
     by_key = {(i.timestamp, i.action): i for i in timeline.completed()}
     leftovers = _archived_leftovers(storage, folder, set(by_key))
     done = {key for hits in leftovers for key in hits}
@@ -243,6 +246,16 @@ def archive(
         _delete(timeline, files, group)
         moved += group
     return moved
+
+
+def clean_and_archive(storage: Storage, opts: CompactionOptions, timeline: Timeline | None = None) -> int:
+    """Clean, then archive the timeline when `hoodie.archive.automatic` (Hudi's post-commit order: the archiving
+    run sees the clean's instant and the commits it retains). Returns the number of files the clean deleted."""
+    timeline = timeline or Timeline(storage)
+    deleted = clean(storage, timeline, opts)
+    if opts.archive_automatic:
+        archive(storage, timeline, opts)
+    return deleted
 
 
 def _delete(timeline: Timeline, files: dict, instants: Sequence[Instant]) -> None:

@@ -1,4 +1,5 @@
-"""Offline compaction and cleaning: `python -m hoodie_stream compact --path P [--schedule] [--run] [--clean]`.
+"""Offline compaction and cleaning (archiving after it): `python -m hoodie_stream compact --path P [--schedule] [--run]
+[--clean]`.
 
 The run holds the table's writer lease (`format/table_lock.py`) from start to end, as a sink does: it waits up
 to `hoodie.write.lock.wait_time_ms` for a running writer, then fails naming it. Holding it, no other writer runs:
@@ -15,7 +16,7 @@ from ..format.timeline import Timeline
 from ..local_spark import local_session_builder
 from ..options import parse_table_service_options
 from ..storage import storage_for
-from . import clean
+from .archiver import clean_and_archive
 from .plan import pending_plans, schedule_compaction
 from .service import recover, run_pending_compactions
 
@@ -66,7 +67,7 @@ def compact_table(path, schedule=True, run=True, clean_after=False, options=None
                     spark.stop()
         if clean_after:
             lease.ensure()
-            yield f"cleaned {clean.clean(storage, Timeline(storage), opts)} files"
+            yield f"cleaned {clean_and_archive(storage, opts)} files"
 
 
 def clean_table(path, options=None, storage_options=None):
@@ -79,4 +80,4 @@ def clean_table(path, options=None, storage_options=None):
         remove_metadata_table(storage, guard=lease.ensure)
         recover(storage)
         lease.ensure()
-        return clean.clean(storage, Timeline(storage), opts)
+        return clean_and_archive(storage, opts)

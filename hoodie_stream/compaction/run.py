@@ -55,7 +55,7 @@ def run_compaction(
     if guard is not None:
         guard()
     timeline.transition_to_inflight(instant, "compaction", b"")
-    committed = {i.timestamp for i in timeline.commits_timeline()}
+    committed = timeline.committed_instants()
     tag = new_tag(f"compaction-{instant}")
     try:
         rows = [(json.dumps(op.to_avro()),) for op in ops]

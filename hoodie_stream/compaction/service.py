@@ -1,5 +1,5 @@
 """Table services on the driver: schedule compaction after commits; execute + commit it inline or in a background
-thread while micro-batches keep committing; clean after commits.
+thread while micro-batches keep committing; clean after commits, then archive the timeline (`archiver.py`).
 
 Asynchronous compaction shares the executors with ingestion. With `spark.scheduler.mode=FAIR` its jobs run in a
 scheduler pool of their own (`chain.scheduler_pools`): `hoodie_compaction` (weight 1, against the micro-batches'
@@ -31,6 +31,7 @@ from ..chain.scheduler_pools import CATCH_UP_POOL, COMPACTION_POOL, fair_schedul
 from ..format.timeline import Timeline
 from ..storage import storage_for
 from . import clean
+from .archiver import clean_and_archive
 from .commit import revert_to_requested
 from .operation import plan_operations
 from .pace import CompactionPace
@@ -163,10 +164,10 @@ class TableServices:
             if not opts.async_run or inline:
                 self.wait_idle(None)  # a background step of an earlier query of this sink ends first
                 self.completed += run_pending_compactions(spark, self.storage, opts, guard=self.guard)
-                clean.clean(self.storage, Timeline(self.storage), opts)
+                clean_and_archive(self.storage, opts)
                 return
             if not opts.clean_async:
-                clean.clean(self.storage, Timeline(self.storage), opts)
+                clean_and_archive(self.storage, opts)
         self._kick()
         self._back_pressure()
 
@@ -284,7 +285,7 @@ class TableServices:
                     self._run_one()
                     if self.opts.clean_async:
                         self.guard()
-                        clean.clean(self.storage, Timeline(self.storage), self.opts)
+                        clean_and_archive(self.storage, self.opts)
             except Exception as exc:  # the plan stays requested; the next micro-batch retries it
                 if spark_stopped(self._spark):
                     self._stopped_with_spark()

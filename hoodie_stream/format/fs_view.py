@@ -2,8 +2,7 @@
 
 Visibility follows Java Hudi's file-system view:
 - a base file is visible only when its instant is a completed commit-like instant (<= as_of), or is older than the
-  active timeline's first completed commit-like instant (archived: committed, as Hudi's
-  containsOrBeforeTimelineStarts has it);
+  active timeline's first write instant (archived: committed, as Hudi's containsOrBeforeTimelineStarts has it);
 - log files belong to the slice named by the base instant in their file name; a slice whose base instant is a
   pending compaction has no base file yet, so its logs are read together with the previous slice;
 - file groups replaced by a completed replacecommit are hidden;

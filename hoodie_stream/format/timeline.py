@@ -90,9 +90,12 @@ def invalidate(uri=None):
             del _CONTENTS[key]
 
 
+_WRITE_GROUPS = frozenset(COMMIT_ACTIONS)  # a compaction compares as commit, a log compaction as deltacommit
+
+
 class CommittedInstants(frozenset):
     """The committed instant times a reader counts: the completed commit-like instants (up to `upto` when given),
-    and every instant before `start`, where the active timeline begins (its first completed commit-like instant).
+    and every instant before `start`, where the active timeline begins (`Timeline.timeline_start`).
     Instants before it were archived: their base files and log blocks count as committed, as Hudi's
     `containsOrBeforeTimelineStarts` counts them (a file-system view, the log scanner). Iterating gives the
     completed instants only."""
@@ -124,11 +127,11 @@ class CommittedInstants(frozenset):
 
     @classmethod
     def of(cls, committed):
-        """`committed`, the times of every completed commit-like instant of the active timeline, counting the
-        archived instants before the first of them too (unchanged when it already does)."""
+        """`committed` as CommittedInstants: unchanged when it is one (from `Timeline.committed_instants`), else
+        exactly the instant times given (no archived instant counts)."""
         if isinstance(committed, CommittedInstants) or committed is None:
             return committed
-        return cls(committed, min(committed, default=None))
+        return cls(committed)
 
 
 class Timeline:
@@ -227,19 +230,19 @@ class Timeline:
         return self.completed(COMMIT_ACTIONS)
 
     def committed_instants(self, as_of=None):
-        """CommittedInstants: the completed commit-like instants (at or before `as_of` when given) and the archived
-        ones before the active timeline's first completed commit-like instant."""
-        commits = self.commits_timeline()
+        """CommittedInstants: the completed commit-like instants (at or before `as_of` when given), and every instant
+        older than the active timeline's first write instant of any state (`timeline_start`): archived, committed."""
         return CommittedInstants(
-            (i.timestamp for i in commits if as_of is None or i.timestamp <= as_of),
-            commits[0].timestamp if commits else None,
+            (i.timestamp for i in self.commits_timeline() if as_of is None or i.timestamp <= as_of),
+            self.timeline_start(),
             as_of,
         )
 
     def timeline_start(self):
-        """The time of the first completed commit-like instant: older instants were archived (None when none)."""
-        commits = self.commits_timeline()
-        return commits[0].timestamp if commits else None
+        """The time of the first write instant (commit, delta commit, replace commit, compaction, log compaction) in
+        any state, None when there is none. Archiving never passes a pending write instant, so an instant older than
+        it was archived; a pending one counts as a start, so that its files never read as committed."""
+        return min((i.timestamp for i in self.instants if i.comparable_action in _WRITE_GROUPS), default=None)
 
     def last_instant_time(self):
         """The greatest timestamp on the timeline (any action, any state), or None."""

@@ -27,6 +27,7 @@ from ..chain.sql_keys import quoted, record_key_sql, sortable_fields
 from ..chain.stages import BatchContext, BulkInsertSpec
 from ..format.keygen import make_key_generator
 from ..format.merge import merge_mode
+from ..format.timeline import CommittedInstants
 from .bulk_insert_write import BulkInsertWriteFunction
 from .key_by import KeyBy, keyed_schema
 from .write_function import RESULT_SCHEMA
@@ -66,7 +67,7 @@ def run_bulk_insert(df, writer, txn, options, tasks, committed=None):
         sorted_input=o.bulk_insert_sort_input,
         keyed=KEY in routed.columns,
         key_props=props,
-        committed=None if committed is None else frozenset(committed),
+        committed=CommittedInstants.of(committed),
         markers=markers,
     )
     schema = T.StructType([T.StructField(n, T.StringType()) for n in RESULT_SCHEMA.names])

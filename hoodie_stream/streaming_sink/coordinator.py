@@ -92,10 +92,10 @@ def commit(txn, stats, identifier, batch_id, moved=0):
 def discard_empty(txn):
     """Remove an instant that wrote no file: its timeline files, markers directory and index state files."""
     timeline = txn.writer.timeline
+    index_state.remove_instant(txn.storage, txn.instant)  # before the instant leaves the timeline (recovery.py)
     timeline.reload()
     for inst in [i for i in timeline.instants if i.timestamp == txn.instant]:
         timeline.delete_instant_files(inst.timestamp, inst.action, only_pending=True)
-    index_state.remove_instant(txn.storage, txn.instant)
     delete_markers(txn.storage, txn.instant)
     timeline.reload()
 
@@ -105,8 +105,8 @@ def abort(txn):
     if not list_markers(txn.storage, txn.instant) and not files_of_instant(txn.storage, txn.instant):
         discard_empty(txn)
         return
+    index_state.remove_instant(txn.storage, txn.instant)  # before the instant leaves the timeline (recovery.py)
     txn.rollback()
-    index_state.remove_instant(txn.storage, txn.instant)
 
 
 def task_error(exc):

@@ -277,7 +277,7 @@ class HoodieStreamSink:
         hoodie.stream.bulk_insert.first.batch is false."""
         o = self.options
         empty = recovery.latest_data_instant(timeline) is None
-        committed = None if empty else {i.timestamp for i in timeline.commits_timeline()}
+        committed = None if empty else timeline.committed_instants()
         if o.operation == "bulk_insert":
             if not empty and not self._bulk_warned:
                 self._bulk_warned = True
@@ -539,7 +539,7 @@ class HoodieStreamSink:
         assigner = BucketAssigner(
             context,
             AssignSpec(
-                committed=frozenset(i.timestamp for i in timeline.commits_timeline()),
+                committed=timeline.committed_instants(),
                 global_index=o.global_index,
                 event_time=mode == "EVENT_TIME_ORDERING",
                 small_files=small,
