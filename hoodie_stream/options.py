@@ -379,7 +379,9 @@ class SinkOptions:
         text,
         "the marker of IGNORE_MARKERS; `hex:<octets>` gives binary columns' marker in hex",
     )
-    operation: str = option("hoodie.datasource.write.operation", "upsert", one_of(OPERATIONS, str.lower))
+    operation: str = option(
+        "hoodie.datasource.write.operation", "upsert", one_of(OPERATIONS, str.lower), aliases=("write.operation",)
+    )
     checkpoint_identifier: str = option(
         "hoodie.datasource.write.streaming.checkpoint.identifier", "default_single_writer", text
     )

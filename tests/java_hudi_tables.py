@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from hoodie_stream import DebeziumSink, HoodieStreamSink, HoodieTable
+from hoodie_stream import DebeziumSink, HoodieStreamSink, HoodieTable, write
 from hoodie_stream.cli.rollback import rollback
 from hoodie_stream.compaction.offline import clean_table, compact_table
 from hoodie_stream.format.timeline import Timeline
@@ -212,6 +212,15 @@ def archived(spark, path):
     assert len(archived) >= 4 and len(table.timeline.commits_timeline()) <= 5, "the table was not archived"
 
 
+def batch_writes(spark, path):
+    """Batch writes (`hoodie_stream.write`), one commit each: a bulk insert, an insert (operation INSERT), and a
+    delete of keys only (operation DELETE, applied by arrival; the global index finds their partitions)."""
+    operation = "hoodie.datasource.write.operation"
+    write(spark.createDataFrame(*_upserts_and_deletes()[0]), path, {**BASE, operation: "bulk_insert"})
+    write(spark.createDataFrame(_rows([20, 21, 22], 50, "i"), DDL_DELETE), path, {**BASE, operation: "insert"})
+    write(spark.createDataFrame([(1,), (9,), (21,)], "id long"), path, {**BASE, operation: "delete"})
+
+
 MAKERS = {
     "plain": plain,
     "chain_only": chain_only,
@@ -228,4 +237,5 @@ MAKERS = {
     "compacted_and_cleaned": compacted_and_cleaned,
     "rolled_back": rolled_back,
     "archived": archived,
+    "batch_writes": batch_writes,
 }

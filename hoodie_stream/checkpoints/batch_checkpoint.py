@@ -3,7 +3,8 @@
 Its value is a JSON object mapping writer identifiers to the last committed batch id (a string), as Hudi's Spark
 streaming sink writes it. The sink's identifier joins `hoodie.datasource.write.streaming.checkpoint.identifier`
 with the streaming query id, so a query started from a new checkpoint location (a new query id) never mistakes
-another query's batch ids for its own.
+another query's batch ids for its own. A batch write (`hoodie_stream.write`) has no batch id: its commit carries the
+map of the commit before it unchanged, so every query finds its last batch id in the newest commit.
 """
 
 import json
@@ -47,7 +48,10 @@ def last_batch_id(timeline, identifier):
 
 
 def checkpoint_metadata(timeline, identifier, batch_id):
-    """Extra metadata entry recording `batch_id` for `identifier`, keeping other writers' entries."""
+    """Extra metadata entry recording `batch_id` for `identifier`, keeping other writers' entries. With no batch id
+    (a batch write) the newest map is carried on as it is ({} when no commit has one)."""
     entries = dict(latest_checkpoints(timeline))
+    if batch_id is None:
+        return {CHECKPOINT_KEY: json.dumps(entries, separators=(",", ":"))} if entries else {}
     entries[identifier] = str(batch_id)
     return {CHECKPOINT_KEY: json.dumps(entries, separators=(",", ":"))}

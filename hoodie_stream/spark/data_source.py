@@ -6,6 +6,14 @@ pruning partitions with the filters Spark pushes down (`partition_pruning`, when
 `spark.sql.python.filterPushdown.enabled` is on), and each task merges its slice with the project's own reader and
 yields Arrow record batches. Every pushed filter is handed back to Spark, which applies it to the rows read: the
 result is the same with pushdown on or off, pruning only reads less.
+
+The source does not write (`df.write.format("hoodie")`, `df.writeStream.format("hoodie")`): `writer` and
+`streamWriter` refuse with WRITE_REFUSED. Spark's Python data source writer calls `write` once per input partition
+as the DataFrame arrives, and its `PythonWrite` asks for no distribution (it is no `RequiresDistributionAndOrdering`):
+the records of one key group, and of one file group, would be written by several tasks at once, with no shuffle to
+the bucket assigner and its keyed index state between them. `writer`, `commit` and `abort` run in Python processes
+the JVM starts, which have no SparkSession: they cannot run the chain's jobs themselves either. `hoodie_stream.write`
+and HoodieStreamSink run the chain.
 """
 
 from __future__ import annotations
@@ -15,10 +23,18 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, Filter, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    Filter,
+    InputPartition,
+)
 from pyspark.sql.types import StructType
 
-from ..errors import HoodieError
+from ..errors import HoodieError, HoodieUsageError
 from ..format.avro_schema import META_FIELDS
 from ..format.instant import parse_instant_time
 from ..format.reader import HoodieTable
@@ -30,6 +46,13 @@ from .read_options import AS_OF_INSTANT, BEGIN_INSTANTTIME, END_INSTANTTIME, Rea
 from .spark_arrow import record_batches, spark_schema
 
 FORMAT = "hoodie"
+WRITE_REFUSED = (
+    'format "hoodie" reads only: Spark\'s Python data source writer writes each input partition as it comes and '
+    "cannot ask for the shuffles Hudi's write chain needs (records by key group to the bucket assigner and its "
+    "index state, then by file group to one write task each), so the same key or file group would be written by "
+    "several tasks at once. Write a DataFrame with hoodie_stream.write(df, path, options) (one commit: upsert, "
+    "insert, delete, bulk_insert) and a stream with df.writeStream.foreachBatch(HoodieStreamSink(path, options))"
+)
 
 
 @dataclass(frozen=True)
@@ -113,6 +136,12 @@ class HoodieDataSource(DataSource):
         from .stream_reader import HoodieStreamReader
 
         return HoodieStreamReader(self.read_options(streaming=True), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        raise HoodieUsageError(WRITE_REFUSED)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        raise HoodieUsageError(WRITE_REFUSED)
 
 
 class HoodieBatchReader(DataSourceReader):
@@ -210,4 +239,4 @@ def session_s3a_settings(spark) -> dict[str, str]:
     return s3a_settings(conf)
 
 
-__all__ = ["FORMAT", "HoodieBatchReader", "HoodieDataSource", "Query", "register", "session_source"]
+__all__ = ["FORMAT", "WRITE_REFUSED", "HoodieBatchReader", "HoodieDataSource", "Query", "register", "session_source"]

@@ -4,7 +4,8 @@ Each micro-batch runs Hudi's Flink write chain as Spark jobs on the executors (r
 driver): key-by -> shuffle by key group -> BucketAssigner -> shuffle by file group -> StreamWriteFunction; the
 driver coordinates one delta commit per micro-batch and makes the result exactly-once across restarts. The first
 micro-batch into a table without data (and every micro-batch with operation bulk_insert) is bulk inserted instead:
-one shuffle, base files and the index state in one pass (`bulk_insert.py`).
+one shuffle, base files and the index state in one pass (`bulk_insert.py`). `write_once` writes a DataFrame outside
+any streaming query the same way, as one commit with no batch id (`batch_write.py`, `hoodie_stream.write`).
 """
 
 import dataclasses
@@ -139,9 +140,13 @@ class HoodieStreamSink:
         self._mark = now
 
     def _record_batch(self, batch_id):
-        """The metrics row of the micro-batch just handled, and its log line."""
+        """The metrics row of the micro-batch just handled, and its log line (a batch write: its log line only)."""
         result = self.last_result
         if result is None:
+            return
+        if batch_id is None:
+            if result.instant and self.options.log_batches:
+                log.info("%s: batch write committed as %r", self.log_name, result)
             return
         try:
             pending = len(Timeline(self.storage).pending(["compaction"]))
@@ -177,12 +182,28 @@ class HoodieStreamSink:
         df = source.mapInArrow(transform, from_arrow_schema(transform.schema))
         self._micro_batch(df, batch_id, (df, source, transform))
 
-    def _micro_batch(self, df, batch_id, chained=None):
+    def write_once(self, df: "DataFrame", mode: str = "append") -> coordinator.BatchResult:
+        """Write DataFrame `df` as one commit outside any streaming query (a batch write: `batch_write.write`): the
+        same chain (or bulk insert) and coordinator as a micro-batch, under the table's lease, with no streaming
+        batch id (the commit carries the streaming checkpoints on unchanged), and the table services after it run
+        inline. `mode` (Spark's save mode, lower case): `append`; `errorifexists` raises and `ignore` writes nothing
+        when the table exists (decided holding the lease). Returns what was committed (`instant` None: nothing)."""
+        self._micro_batch(df, None, mode=mode)
+        return self.last_result or coordinator.BatchResult()
+
+    def _micro_batch(self, df, batch_id, chained=None, mode="append"):
+        """One micro-batch (`batch_id` None: a batch write, `write_once`)."""
         self._seconds, self._mark, self._bulk_batch, self._chain_jobs = {}, time.monotonic(), False, None
         spark = df.sparkSession
-        self._hold_for_query(spark)
+        self._hold_for_query(spark, "" if batch_id is None else _query_id(spark))
         self.lease.remove_on_release = False
         with self.lease.hold(), in_pool(spark.sparkContext, WRITE_POOL, keep_callers=True):
+            if mode != "append" and _has_properties(self.storage):
+                if mode == "errorifexists":
+                    raise HoodieTableError(self.path, "the table exists (save mode errorifexists); nothing was written")
+                log.warning("%s: the table exists; save mode %s writes nothing", self.path, mode)
+                self.last_result = coordinator.BatchResult()
+                return
             with self.services.ingesting():  # (FIFO mode) async compaction starts no new task meanwhile
                 try:
                     self._write_batch(df, batch_id, chained)
@@ -192,8 +213,8 @@ class HoodieStreamSink:
                 finally:
                     self._created = None
             if self.last_result is not None and self.last_result.instant:
-                try:
-                    self.services.after_commit(spark, inline=self._runs_once(spark))
+                try:  # inline after a batch write: nothing would wait for a background step
+                    self.services.after_commit(spark, inline=batch_id is None or self._runs_once(spark))
                 except Exception:  # the batch is committed; a failed table service is retried after the next one
                     log.exception("table services after %s failed", self.last_result.instant)
                 self._lap("services")
@@ -205,8 +226,7 @@ class HoodieStreamSink:
     def _write_batch(self, df, batch_id, chained=None):
         self.last_result = None
         spark = df.sparkSession
-        query_id = spark.sparkContext.getLocalProperty("sql.streaming.queryId")
-        identifier = writer_identifier(self.options.checkpoint_identifier, query_id)
+        identifier = writer_identifier(self.options.checkpoint_identifier, _query_id(spark))
         check_worker_python(spark)
         self._check_columns(df)
         batch_arrow = _arrow_schema(df.schema)
@@ -219,7 +239,7 @@ class HoodieStreamSink:
             recovery.remove_leftovers(writer.storage)  # first batch of this process: nothing else writes yet
         recovery.rollback_pending_writes(writer.storage, writer.timeline)
         self.services.start()
-        done = last_batch_id(writer.timeline, identifier)
+        done = None if batch_id is None else last_batch_id(writer.timeline, identifier)
         if done is not None and batch_id <= done:
             log.info("batch %s of %s already committed; skipped", batch_id, identifier)
             self._lap("prepare")
@@ -292,18 +312,18 @@ class HoodieStreamSink:
     def _runs_once(self, spark):
         """Whether this micro-batch's query runs once (trigger availableNow or once): its compaction then runs
         inline, as Hudi advises for such jobs, since the query's end would stop a background one."""
-        query_id = spark.sparkContext.getLocalProperty("sql.streaming.queryId") or ""
+        query_id = _query_id(spark)
         if self._once is None or self._once[0] != query_id:
             self._once = (query_id, _trigger_runs_once(spark, query_id))
         return self._once[1]
 
-    def _hold_for_query(self, spark):
+    def _hold_for_query(self, spark, query_id):
         """The table's lease (one writer at a time): held during each micro-batch and each compaction step, and,
-        inside a streaming query, from its first micro-batch until the query terminates. A location that holds
-        something other than a Hudi table is refused first: nothing is written there."""
+        inside streaming query `query_id` ("": none, or a batch write), from its first micro-batch until the query
+        terminates. A location that holds something other than a Hudi table is refused first: nothing is written
+        there."""
         if self._lease is None and not _has_properties(self.storage):
             _refuse_foreign_root(self.storage)
-        query_id = spark.sparkContext.getLocalProperty("sql.streaming.queryId") or ""
         if query_id and self._query != query_id:
             if self._query and not _query_active(spark, self._query):
                 self.close()  # the previous query ended; its termination was not seen yet
@@ -603,6 +623,11 @@ def _spark_s3a_settings(path):
     except Exception:  # no Spark here, or a session without a SparkContext (Spark Connect)
         return None
     return s3a_settings(conf)
+
+
+def _query_id(spark):
+    """The id of the streaming query whose micro-batch this thread runs ("" outside one)."""
+    return spark.sparkContext.getLocalProperty("sql.streaming.queryId") or ""
 
 
 def _running_query(spark, query_id):
