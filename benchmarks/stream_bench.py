@@ -632,7 +632,7 @@ def replay_with_compaction(spark, timed, results, history, path, options, batch_
         from hoodie_stream.format.timeline import Timeline
 
         print(
-            f"  compactions completed while {SINK_C} ran: {len(services.completed)}; plans still pending at the "
+            f"  compactions completed while {SINK_C} ran: {services.completed_count}; plans still pending at the "
             f"end: {len(pending_plans(Timeline(path)))}; errors: {len(services.errors)}"
         )
     finally:

@@ -249,7 +249,7 @@ def run(spark, name, path, options, workload, args, work):
                 print(
                     f"  {elapsed:5.0f}s: {len(res.latencies)} batches, {res.events / elapsed:,.0f} events/s; last "
                     f"batches {' '.join(f'{x:.2f}' for x in recent)}s; plans pending {res.pending_samples[-1]}, "
-                    f"completed {len(services.completed)}"
+                    f"completed {services.completed_count}"
                 )
             if elapsed >= args.minutes * 60:
                 break

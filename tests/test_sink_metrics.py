@@ -271,6 +271,31 @@ def test_progress_fills_rows_in_and_the_source_lag():
     assert [(r["rows_in"], r["source_offsets_behind"]) for r in rows] == [(10, 12), (5, None)]
 
 
+def test_metrics_keep_the_newest_batches_only():
+    """A query that runs for months keeps its driver's memory flat: the rows (and the chains whose stage times are
+    not read yet) of the oldest batches are dropped."""
+
+    class Chain:  # a ChainJobs whose stage times Spark's store has
+        stage_ids = [1, 2, 3]
+
+        def __init__(self, batch):
+            self.batch = batch
+
+        def seconds(self):
+            return {"key_by": self.batch, "assign": 0.5, "write": 0.25}
+
+    metrics = BatchMetrics(retained=3)
+    for batch in range(10):
+        metrics.record(batch, None, {"chain": 1.0}, 0, chain=Chain(batch))
+    assert len(metrics) == 3
+    assert len(metrics._chains) == 3
+    rows = metrics.table().to_pylist()
+    assert [(r["batch_id"], r["key_by_seconds"]) for r in rows] == [(7, 7.0), (8, 8.0), (9, 9.0)]
+    assert not metrics._chains  # read: nothing kept for them any more
+    metrics.record(10, None, {"chain": 1.0}, 0, chain=Chain(10))
+    assert [r["batch_id"] for r in metrics.table().to_pylist()] == [8, 9, 10]
+
+
 CHILD = """
 import logging, sys
 sys.path.insert(0, {tests!r})

@@ -75,15 +75,8 @@ def latest_data_instant(timeline):
 INDEX_MARK = "_hoodie_stream_index_state"
 
 
-def _data_instants(timeline):
-    out = []
-    for inst in timeline.commits_timeline():
-        if inst.action == "commit":
-            meta = timeline.read_commit_metadata(inst.timestamp)
-            if meta.is_compaction:
-                continue
-        out.append(inst)
-    return out
+def _is_compaction(timeline, inst):
+    return inst.action == "commit" and timeline.read_commit_metadata(inst.timestamp).is_compaction
 
 
 def index_is_current(storage, timeline):
@@ -92,21 +85,25 @@ def index_is_current(storage, timeline):
     `LATEST` is written after each commit; a crash in between leaves it one instant behind although that instant
     saved its index deltas before committing. When every data instant after `LATEST` was written by this sink
     (its commits carry INDEX_MARK), `LATEST` is simply moved forward. Anything else (commits by another writer, no
-    `LATEST` at all on a non-empty table) needs a rebuild.
+    `LATEST` at all on a non-empty table) needs a rebuild. The commits are read newest first, down to `LATEST`'s:
+    the check before each micro-batch costs the same whatever the timeline's length.
     """
-    data = _data_instants(timeline)
-    if not data:
-        return True
     recorded = index_state.read_latest(storage)
-    if recorded == data[-1].timestamp:
+    later = []  # the data instants after `recorded`, newest first
+    for inst in reversed(timeline.commits_timeline()):
+        if _is_compaction(timeline, inst):
+            continue
+        if inst.timestamp == recorded:
+            break
+        later.append(inst)
+    else:  # `recorded` is not a data instant of the timeline: current only when there is none
+        return not later
+    if not later:
         return True
-    if recorded is None or recorded not in {i.timestamp for i in data}:
-        return False
-    later = [i for i in data if i.timestamp > recorded]
     for inst in later:
         if timeline.read_commit_metadata(inst.timestamp).extra_metadata.get(INDEX_MARK) != "1":
             return False
-    index_state.write_latest(storage, data[-1].timestamp)
+    index_state.write_latest(storage, later[0].timestamp)
     return True
 
 

@@ -28,19 +28,23 @@ MB = 1024.0 * 1024.0
 OVERDUE_INTERVALS = 6
 
 
-def _compaction_instants(timeline):
-    """Completed and pending compaction instant times, oldest first."""
-    found = [i.timestamp for i in timeline.pending(["compaction"])]
-    for inst in timeline.completed(["commit"]):
-        meta = timeline.read_commit_metadata(inst.timestamp)
-        if meta.is_compaction:
-            found.append(inst.timestamp)
-    return sorted(found)
+def last_compaction(timeline):
+    """The newest compaction instant time, pending or completed (None when there is none). The completed commits are
+    read newest first, up to the first compaction: what the trigger asks after each commit costs the same whatever
+    the timeline's length."""
+    pending = [i.timestamp for i in timeline.pending(["compaction"])]
+    newest_pending = max(pending, default=None)
+    for inst in reversed(timeline.completed(["commit"])):
+        if newest_pending is not None and inst.timestamp < newest_pending:
+            break
+        if timeline.read_commit_metadata(inst.timestamp).is_compaction:
+            return inst.timestamp
+    return newest_pending
 
 
 def should_schedule(timeline, opts, now=None):
     """The trigger strategy's verdict: (yes?, delta commits since the last compaction, seconds since it)."""
-    last = (_compaction_instants(timeline) or [None])[-1]
+    last = last_compaction(timeline)
     deltas = [i for i in timeline.completed(["deltacommit"]) if last is None or i.timestamp > last]
     if not deltas:
         return False, 0, 0.0

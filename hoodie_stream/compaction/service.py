@@ -21,6 +21,7 @@ only when it is overdue for a whole trigger interval does the writer wait for th
 reverted to requested and run again, and an interrupted clean is finished.
 """
 
+import collections
 import contextlib
 import logging
 import threading
@@ -41,6 +42,8 @@ from .run import run_compaction
 log = logging.getLogger("hoodie_stream.compaction")
 INGEST_WAIT_SECONDS = 30
 CATCH_UP_INTERVALS = 2  # a plan this many trigger intervals old, with another waiting behind it, catches up
+COMPLETED_KEPT = 100  # the instants of the latest compactions this service completed (`completed`)
+ERRORS_KEPT = 20  # the latest failures of its steps (`errors`)
 
 
 def spark_stopped(spark):
@@ -120,8 +123,11 @@ class TableServices:
         self._again = False
         self._stop = False
         self._ending = False  # stop(wait=True): the running step is the last
-        self.errors = []
-        self.completed = []
+        self.errors = []  # the latest ERRORS_KEPT failures (logged when they happened), and how many in all
+        self.error_count = 0
+        # the latest compactions completed (a query that runs for months keeps only these), and how many in all
+        self.completed: collections.deque[str] = collections.deque(maxlen=COMPLETED_KEPT)
+        self.completed_count = 0
         self._spark = None
         self._recovered = False
         self._idle = threading.Event()  # set while no micro-batch is being written
@@ -163,7 +169,7 @@ class TableServices:
                 self._schedule(spark, Timeline(self.storage))
             if not opts.async_run or inline:
                 self.wait_idle(None)  # a background step of an earlier query of this sink ends first
-                self.completed += run_pending_compactions(spark, self.storage, opts, guard=self.guard)
+                self._completed(run_pending_compactions(spark, self.storage, opts, guard=self.guard))
                 clean_and_archive(self.storage, opts)
                 return
             if not opts.clean_async:
@@ -210,9 +216,9 @@ class TableServices:
             self.overdue,
         )
         started = time.monotonic()
-        failures = len(self.errors)
+        failures = self.error_count
         while len(pending_plans(Timeline(self.storage))) >= opts.max_pending and not self._stop:
-            if len(self.errors) > failures:  # the compaction failed (logged): the writer goes on, retried later
+            if self.error_count > failures:  # the compaction failed (logged): the writer goes on, retried later
                 log.warning(
                     "compaction of %s failed while the writer waited for it; the writer goes on and the plan is "
                     "retried",
@@ -295,6 +301,8 @@ class TableServices:
                 else:
                     log.exception("table service failed for %s", self.storage.uri)
                     self.errors.append(exc)
+                    del self.errors[:-ERRORS_KEPT]  # an exception holds its traceback's frames
+                    self.error_count += 1
 
     def _stopped_with_spark(self):
         """The SparkContext stopped under the service thread: it ends quietly, as after `stop()` (a plan it was
@@ -341,8 +349,12 @@ class TableServices:
         )
         if done:
             self.pace.compacted(plan_io_mb(plan), time.monotonic() - started, min(tasks, len(plan_operations(plan))))
-            self.completed += done
+            self._completed(done)
             self._again = True
+
+    def _completed(self, instants):
+        self.completed.extend(instants)
+        self.completed_count += len(instants)
 
     def wait_idle(self, timeout=300):
         """Block until the service thread has nothing left to do (or timeout). Returns True when idle."""

@@ -64,6 +64,15 @@ _CONTENTS: collections.OrderedDict = collections.OrderedDict()  # (uri, name, si
 _CONTENTS_LOCK = threading.Lock()
 
 
+def _remember(uri, name, data):
+    """Keep the content of a completed instant's file (written once, never changed), by name and size."""
+    with _CONTENTS_LOCK:
+        _CONTENTS[(uri, name, len(data))] = data
+        _CONTENTS.move_to_end((uri, name, len(data)))
+        while len(_CONTENTS) > _CONTENT_CACHE_ENTRIES:
+            _CONTENTS.popitem(last=False)
+
+
 def _shared_for(storage):
     if SHARED is False:
         return None
@@ -183,15 +192,20 @@ class Timeline:
         snap.files = {f.name: f.size for f in self.storage.list(HOODIE_DIR)}
         snap.listed = True
 
-    def _added(self, instant):
-        """Record a timeline file this process just created (with the lease nothing else writes the timeline)."""
+    def _added(self, instant, content):
+        """Record a timeline file this process just created with `content` (with the lease nothing else writes the
+        timeline): its size, and the content of a completed instant, are known without a request. (A completed
+        instant's file is not listed again once the listing window has moved past it: without its size, each read
+        of it would be a GET.)"""
         snap = self._snapshot
         if snap is None:
             self.reload()
             return
         with snap.lock:
-            snap.files.setdefault(instant.file_name, -1)
+            snap.files[instant.file_name] = len(content)
             names = list(snap.files)
+        if instant.state == COMPLETED:
+            _remember(self.storage.uri, instant.file_name, content)
         self._set_instants(names)
 
     def _removed(self, names):
@@ -275,10 +289,7 @@ class Timeline:
                 f"{self._path(instant.file_name)}: timeline file of {instant} does not exist"
             ) from None
         if key is not None and len(data) == key[2]:
-            with _CONTENTS_LOCK:
-                _CONTENTS[key] = data
-                while len(_CONTENTS) > _CONTENT_CACHE_ENTRIES:
-                    _CONTENTS.popitem(last=False)
+            _remember(*key[:2], data)
         return data
 
     def read_commit_metadata(self, ts):
@@ -325,7 +336,7 @@ class Timeline:
     def _write_new(self, instant, content):
         """Create a timeline file if absent (the storage's create-if-absent: never overwrites)."""
         try:
-            self.storage.create(f"{HOODIE_DIR}/{instant.file_name}", content or b"")
+            self.storage.create(f"{HOODIE_DIR}/{instant.file_name}", content)
         except HoodieObjectExistsError:
             raise HoodieTimelineError(
                 f"{self._path(instant.file_name)}: already exists; refusing to overwrite it"
@@ -349,8 +360,9 @@ class Timeline:
             raise HoodieTimelineError(
                 f"{self.hoodie_dir}: new instant {ts} ({action}) is not greater than existing instant {last}"
             )
+        content = bytes(content or b"")
         inst = self._write_new(Instant(ts, action, REQUESTED), content)
-        self._added(inst)
+        self._added(inst, content)
         return inst
 
     def create_new(self, action, content=b""):
@@ -370,8 +382,9 @@ class Timeline:
             raise HoodieTimelineError(
                 f"{self._path(Instant(ts, action, REQUESTED).file_name)}: instant {ts} ({action}) is not requested"
             )
+        content = bytes(content or b"")
         inst = self._write_new(Instant(ts, action, INFLIGHT), content)
-        self._added(inst)
+        self._added(inst, content)
         return inst
 
     def complete(self, ts, action, content):
@@ -382,8 +395,9 @@ class Timeline:
             raise HoodieTimelineError(
                 f"{self._path(Instant(ts, action, INFLIGHT).file_name)}: instant {ts} ({action}) is not inflight"
             )
+        content = bytes(content or b"")
         inst = self._write_new(Instant(ts, action, COMPLETED), content)
-        self._added(inst)
+        self._added(inst, content)
         return inst
 
     def revert_to_requested(self, ts, action):

@@ -12,10 +12,14 @@ them). What Spark knows only once
 the batch is over comes from the query's progress (a StreamingQueryListener the sink registers): `rows_in` (the
 source's numInputRows) and `source_offsets_behind` (the largest `maxOffsetsBehindLatest` a source reports in its
 metrics: the Kafka lag; null for sources that do not report it).
+
+Only the last RETAINED_BATCHES micro-batches are kept, as Spark keeps a query's recent progress
+(`spark.sql.streaming.numRecentProgressUpdates`): a query that runs for months keeps its driver's memory flat.
 """
 
 from __future__ import annotations
 
+import collections
 import datetime
 import logging
 import threading
@@ -28,6 +32,7 @@ from ..format.file_names import parse_log_file_name
 from .stage_times import CHAIN_STAGES, ChainJobs
 
 STAGES = ("prepare", "chain", "commit", "services")
+RETAINED_BATCHES = 1000  # rows kept (the newest): metrics() of a long-running query
 FLUSH_CAUSES = ("bucket", "task", "end")
 METRICS_SCHEMA = pa.schema(
     [
@@ -88,13 +93,17 @@ def offsets_behind(progress: Any) -> int | None:
 
 
 class BatchMetrics:
-    """The rows of one sink object, one per micro-batch; thread-safe (progress arrives on a listener thread)."""
+    """The rows of one sink object, one per micro-batch, the newest `retained`; thread-safe (progress arrives on a
+    listener thread)."""
 
-    def __init__(self) -> None:
+    def __init__(self, retained: int = RETAINED_BATCHES) -> None:
         self._lock = threading.Lock()
-        self._rows: list[dict[str, Any]] = []
+        self._rows: collections.deque[dict[str, Any]] = collections.deque(maxlen=retained)
         self._progress: dict[int, tuple[int | None, int | None]] = {}  # progress seen before its batch's row
-        self._chains: dict[int, ChainJobs] = {}  # row index -> the chain's jobs whose stage times are not in yet
+        # rows whose chain's stage times are not in yet: (row, the chain's jobs), by the row's number (rows recorded
+        # before it); a row dropped from the kept ones takes its entry with it
+        self._chains: dict[int, tuple[dict[str, Any], ChainJobs]] = {}
+        self._recorded = 0
 
     def record(
         self,
@@ -126,8 +135,12 @@ class BatchMetrics:
             if early is not None:
                 row["rows_in"], row["source_offsets_behind"] = early
             if chain is not None:
-                self._chains[len(self._rows)] = chain
+                self._chains[self._recorded] = (row, chain)
             self._rows.append(row)
+            self._recorded += 1
+            oldest = self._recorded - len(self._rows)  # the number of the oldest row kept
+            while self._chains and next(iter(self._chains)) < oldest:
+                del self._chains[next(iter(self._chains))]
         return row
 
     def progress(self, progress: Any) -> None:
@@ -151,12 +164,13 @@ class BatchMetrics:
         """Fill in the chain's stage times Spark's status store has by now."""
         with self._lock:
             chains = dict(self._chains)
-        found = {i: chain.seconds() for i, chain in chains.items()}
+        found = {i: chain.seconds() for i, (_row, chain) in chains.items()}  # JVM calls: outside the lock
         with self._lock:
             for i, seconds in found.items():
+                row, chain = chains[i]
                 if seconds is not None:
-                    self._rows[i].update({f"{stage}_seconds": seconds[stage] for stage in CHAIN_STAGES})
-                if seconds is not None or not chains[i].stage_ids:
+                    row.update({f"{stage}_seconds": seconds[stage] for stage in CHAIN_STAGES})
+                if seconds is not None or not chain.stage_ids:
                     self._chains.pop(i, None)
 
     def table(self) -> pa.Table:

@@ -263,7 +263,7 @@ class HoodieStreamSink:
                 if bulk:
                     rows = run_bulk_insert(df, writer, txn, self.options, tasks[1], committed)
                 else:
-                    rows = self._run_chain(df, writer, txn, tasks, chained)
+                    rows = self._run_chain(df, writer, txn, tasks, tag, chained)
                 stats, flushes, moved = coordinator.parse_task_results(rows)
                 self._lap("chain")
             except BaseException as exc:
@@ -518,7 +518,7 @@ class HoodieStreamSink:
         return (o.bucket_assign_tasks or default, o.write_tasks or default)
 
     # -- the chain -----------------------------------------------------------------------------------------
-    def _run_chain(self, df, writer, txn, tasks, chained=None):
+    def _run_chain(self, df, writer, txn, tasks, tag, chained=None):
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
@@ -588,7 +588,7 @@ class HoodieStreamSink:
         results = routed.repartition(write_tasks, WRITE_TASK).mapInArrow(
             write_fn, T.StructType([T.StructField(n, T.StringType()) for n in RESULT_SCHEMA.names])
         )
-        self._chain_jobs = ChainJobs(df.sparkSession.sparkContext)  # its stages timed apart (stage_times.py)
+        self._chain_jobs = ChainJobs(df.sparkSession.sparkContext, tag)  # its stages timed apart (stage_times.py)
         rows = results.collect()
         self._chain_jobs.done()
         return [(r["kind"], r["payload"]) for r in rows]

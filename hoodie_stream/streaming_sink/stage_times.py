@@ -1,9 +1,10 @@
 """Wall time of the write chain's three Spark stages (key-by, bucket assign, write), from Spark's status store.
 
 The chain is one Spark action (`collect` of the write results) of three stages split by its two shuffles, so the
-driver cannot time them apart; Spark's status store can: the jobs the action ran are those of the micro-batch's
-job group that appear while it runs, their stages (skipped ones aside) are key-by, assign and write in stage id
-order, and each has a submission and a completion time. The store is fed by Spark's listener bus, a little after
+driver cannot time them apart; Spark's status store can: the jobs the action ran are those carrying the micro-batch's
+own job tag (`chain.job_tags`, one per micro-batch, so that finding them costs the same whatever number of jobs the
+store retains), their stages (skipped ones aside) are key-by, assign and write in stage id order, and each has a
+submission and a completion time. The store is fed by Spark's listener bus, a little after
 the stages end: the times are read when asked (`seconds()`), None until the store has them all, or when Spark
 does not tell (Spark Connect, a chain that ran other than three stages).
 """
@@ -18,22 +19,22 @@ log = logging.getLogger("hoodie_stream")
 
 
 class ChainJobs:
-    """The Spark jobs of one run of the chain: `ChainJobs(sc)` before the action, `done()` after it."""
+    """The Spark jobs of one run of the chain: `ChainJobs(sc, tag)` before the action, `done()` after it; `tag`:
+    the micro-batch's job tag (`chain.job_tags.tagged_jobs`)."""
 
-    def __init__(self, sc: Any) -> None:
+    def __init__(self, sc: Any, tag: str) -> None:
         self._sc = sc
-        try:
-            self._group = sc.getLocalProperty("spark.jobGroup.id")
-        except Exception:
-            self._group = None
+        self._tag = tag
         self._before = self._jobs()
         self.job_ids: list[int] = []
         self.stage_ids: list[int] | None = None
         self._seconds: dict[str, float] | None = None
 
     def _jobs(self) -> set[int] | None:
+        """The ids of the jobs carrying the tag. (Not those of the thread's job group: a streaming query's group
+        holds every job the store retains, up to spark.ui.retainedJobs, each id a call into the JVM.)"""
         try:
-            return set(self._sc.statusTracker().getJobIdsForGroup(self._group))
+            return set(self._sc._jsc.sc().statusTracker().getJobIdsForTag(self._tag))
         except Exception:  # Spark Connect: no status tracker here
             return None
 
