@@ -88,9 +88,8 @@ PHASE = {
     "clean": "mid_clean",
     "clean_tmp": "mid_clean",
 }
-# the kill targets one table goes through, in order. A table service added later adds its own here: "archive"
-# (the archiver moving instants out of the active timeline), with its probe in Look.reached, its step in PHASE and
-# Look.classify, and its child among those below.
+# the kill targets one table goes through, in order. (The archiver, which runs after each clean, is killed at random
+# moments of its own child process in test_archiver.py::test_sigkill_during_archiving_loses_nothing.)
 TARGETS = {
     "local": ["clean_tmp", "plan", "marker_tmp", "base_tmp", "commit_tmp"],
     "s3": ["clean", "plan", "execute", "late"],
