@@ -4,6 +4,7 @@ every retained instant still reads as the model says; on local disk and on the S
 import pytest
 
 from hoodie_stream import HoodieStreamSink
+from hoodie_stream.cli.validate import validate
 from hoodie_stream.compaction import clean as cleaning
 from hoodie_stream.compaction.plan import pending_plans, schedule_compaction
 from hoodie_stream.compaction.service import recover
@@ -147,9 +148,13 @@ def test_interrupted_clean_is_finished_on_restart(history_table, location):
         loc.remove(path)
     latest = Timeline(base).commits_timeline()[-1].timestamp
     assert table_rows(loc.rs_read()) == snapshots[latest]
+    # the files the pending clean deleted are not missing: its plan deletes them, and the next writer finishes it
+    report = validate(loc.table())
+    assert report.valid, [str(p) for p in report.problems]
     recover(base)  # what a restarted sink does first
     tl = Timeline(base)
     assert tl.get(instant).is_completed
     assert not any(loc.exists(p) for p in doomed)
     assert table_rows(loc.rs_read()) == snapshots[latest]
     assert table_rows(loc.table().read()) == snapshots[latest]
+    assert validate(loc.table()).valid

@@ -16,7 +16,7 @@ from ..chain.key_groups import key_group_expr
 from ..errors import HoodieError, in_task, task_errors_rebuilt
 from ..format.file_names import parse_log_file_name
 from ..format.fs_view import FileSlice, FileSystemView
-from ..format.markers import marker_dir
+from ..format.markers import MARKERS_ROOT, marker_dir
 from ..format.merge import EVENT_TIME_ORDERING, merge_mode
 from ..format.reader import HoodieTable
 from ..format.rollback import finish_pending_rollbacks, rollback_instant
@@ -33,16 +33,19 @@ WRITE_ACTIONS = ("deltacommit", "commit", "replacecommit")
 
 
 def remove_leftovers(storage):
-    """Delete what killed writers leave behind and no reader uses: temp files of log, base and timeline writes,
-    and marker directories of completed instants. Only safe while nothing writes to the table."""
+    """Delete what killed writers and table services leave behind and no reader uses: temp files of log, base,
+    marker and timeline writes, and marker directories of completed instants (one listing of the marker
+    directories, not one per instant). Only safe while nothing writes to the table."""
     storage = storage_for(storage)
     for info in storage.list("", recursive=True, temp=True):
         if info.path.startswith((".hoodie/metadata/", ".hoodie/.aux/")):
             continue
         if is_temp_name(info.name):
             storage.delete(info.path)
-    for inst in Timeline(storage).completed():
-        storage.delete_tree(marker_dir(inst.timestamp))
+    completed = {inst.timestamp for inst in Timeline(storage).completed()}
+    for instant in storage.list_dirs(MARKERS_ROOT):
+        if instant in completed:
+            storage.delete_tree(marker_dir(instant))
 
 
 def rollback_pending_writes(storage, timeline):

@@ -1,5 +1,6 @@
 """What `validate` compares: the data files a table holds (one listing per partition), the files its completed
-commits name, the files its completed cleans and rollbacks deleted, and the state of each instant time."""
+commits name, the files its completed cleans and rollbacks deleted, the files the plans of its pending cleans
+delete, and the state of each instant time."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass, field
 
 from ..format.file_names import parse_base_file_name, parse_log_file_name
 from ..format.fs_view import list_partitions
-from ..format.instant import COMPLETED, Instant
+from ..format.instant import COMPLETED, REQUESTED, Instant
 from ..format.reader import HoodieTable
 from ..storage import join
 
@@ -21,6 +22,9 @@ class TableFiles:
     listed: dict[str, int] = field(default_factory=dict)  # relative path -> size, of every base and log file
     written: dict[str, str] = field(default_factory=dict)  # relative path -> the completed instant naming it
     deleted: set[str] = field(default_factory=set)  # file names completed cleans and rollbacks deleted
+    # file names the plans of pending cleans delete (a clean a crash interrupted, finished by the next writer or
+    # service: some may be gone already)
+    cleaning: set[str] = field(default_factory=set)
     neutralized: set[str] = field(default_factory=set)  # log files a rollback kept, its command block cancelling them
     rolled_back: set[str] = field(default_factory=set)  # instants completed rollbacks rolled back
     completed: set[str] = field(default_factory=set)  # completed commit-like instants (compactions included)
@@ -70,4 +74,11 @@ def table_files(table: HoodieTable) -> TableFiles:
                     out.neutralized.update(_name(p) for p in pm.get(key) or {})
                 if inst.action == "clean":
                     out.deleted.update(_name(p) for p in pm.get("deletePathPatterns") or [])
+    for inst in timeline.pending(["clean"]):
+        plans = timeline.read_avro(Instant(inst.timestamp, "clean", REQUESTED))
+        for plan in plans if isinstance(plans, list) else [plans]:
+            for infos in (plan.get("filePathsToBeDeletedPerPartition") or {}).values():
+                out.cleaning.update(_name(info["filePath"]) for info in infos or [])
+            for names in (plan.get("filesToBeDeletedPerPartition") or {}).values():  # plans of version 1
+                out.cleaning.update(_name(name) for name in names or [])
     return out

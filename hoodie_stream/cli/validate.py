@@ -1,7 +1,8 @@
 """`validate`: check a table against what its timeline says.
 
 1. missing_file: every base and log file a completed commit, delta commit, replace commit or compaction names in
-   its write stats (partitionToWriteStats) exists, unless a completed clean or rollback deleted it since;
+   its write stats (partitionToWriteStats) exists, unless a completed clean or rollback deleted it since, or the
+   plan of a pending clean deletes it (a clean a crash interrupted; the next writer or service finishes it);
 2. corrupt_log_block: every block of every log file parses: its framing passes Hudi's corruption checks (a block
    HoodieLogFileReader would return as CORRUPT is a problem) and the content of its data and delete blocks
    decodes (Avro records, parquet, delete records);
@@ -64,10 +65,11 @@ class Report:
 
 
 def missing_files(files: TableFiles) -> list[Problem]:
+    gone = files.deleted | files.cleaning
     return [
         Problem("missing_file", path, ts, "named by the completed instant's write stats, but does not exist")
         for path, ts in sorted(files.written.items())
-        if path not in files.listed and path.rpartition("/")[2] not in files.deleted
+        if path not in files.listed and path.rpartition("/")[2] not in gone
     ]
 
 

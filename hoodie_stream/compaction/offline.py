@@ -3,12 +3,13 @@
 
 The run holds the table's writer lease (`format/table_lock.py`) from start to end, as a sink does: it waits up
 to `hoodie.write.lock.wait_time_ms` for a running writer, then fails naming it. Holding it, no other writer runs:
-it first rolls back the pending delta commits a dead writer left (a holder whose lease it took over), as a sink's
-next micro-batch would, and removes a metadata table the table has (`format/metadata_table.py`), as Hudi's writer
-with hoodie.metadata.enable=false.
+it first removes what killed writers and services left and no reader uses (the storage layer's temporary files of
+timeline, marker and data files, marker directories of completed instants), rolls back the pending delta commits
+a dead writer left (a holder whose lease it took over), as a sink's next micro-batch would, and removes a metadata
+table the table has (`format/metadata_table.py`), as Hudi's writer with hoodie.metadata.enable=false.
 """
 
-from ..checkpoints.recovery import rollback_pending_writes
+from ..checkpoints.recovery import remove_leftovers, rollback_pending_writes
 from ..format.metadata_table import remove_metadata_table
 from ..format.table_config import TableConfig
 from ..format.table_lock import TableLease
@@ -36,6 +37,7 @@ def compact_table(path, schedule=True, run=True, clean_after=False, options=None
     opts, lock_opts = parse_table_service_options(options)
     TableConfig.load(storage)  # a location that holds no table is refused before the lease is taken
     with TableLease(storage, lock_opts, query="offline-compaction") as lease:
+        remove_leftovers(storage)
         for instant in rollback_pending_writes(storage, Timeline(storage)):
             yield f"rolled back delta commit {instant}, left pending by a writer that stopped"
         if remove_metadata_table(storage, guard=lease.ensure):
@@ -76,6 +78,7 @@ def clean_table(path, options=None, storage_options=None):
     opts, lock_opts = parse_table_service_options(options)
     TableConfig.load(storage)  # a location that holds no table is refused before the lease is taken
     with TableLease(storage, lock_opts, query="offline-clean") as lease:
+        remove_leftovers(storage)
         rollback_pending_writes(storage, Timeline(storage))
         remove_metadata_table(storage, guard=lease.ensure)
         recover(storage)

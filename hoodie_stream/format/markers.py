@@ -11,11 +11,12 @@ from ..storage import join, storage_for
 IO_TYPES = ("CREATE", "MERGE", "APPEND")
 MARKER_EXTN = ".marker"
 MARKERS_TYPE_FILE = "MARKERS.type"
+MARKERS_ROOT = ".hoodie/.temp"  # the marker directories of all instants
 
 
 def marker_dir(instant):
     """The marker directory of an instant, relative to the table root."""
-    return f".hoodie/.temp/{instant}"
+    return f"{MARKERS_ROOT}/{instant}"
 
 
 def marker_name(data_file, io_type):
