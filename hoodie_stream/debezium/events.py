@@ -99,7 +99,8 @@ class TopicSpec:
     value_format: str = "json"  # "json" (Kafka Connect's JsonConverter) or "avro" (Confluent's wire format)
     avro_schemas: dict | None = None  # Avro: the schemas of the ids the micro-batch's values and keys name
     # planned from an earlier micro-batch: the schema texts (JSON) or Avro ids the plan knows, in order; None when
-    # the plan was made from this micro-batch. A message of another topic or schema raises HoodieUnplannedInputError
+    # the plan was made from this micro-batch. A message of another schema raises HoodieUnplannedInputError (a
+    # planned task finds it, or one of another topic, before: replan.py)
     known_schemas: tuple | None = None
 
 

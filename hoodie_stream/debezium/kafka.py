@@ -13,8 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import HoodieFormatError, HoodieUnplannedInputError, in_task
-from . import avro_envelope, events, json_envelope, undeclared
+from ..errors import HoodieFormatError, in_task
+from . import avro_envelope, events, json_envelope, replan, undeclared
 
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset")
 _ENVELOPE = '{"schema":'
@@ -177,10 +177,14 @@ def discover(records, bare_topics=frozenset(), value_format="json"):
 @dataclass(frozen=True)
 class Flatten:
     """Picklable mapInArrow function: one topic's Kafka records into its rows (`events.flatten`).
-    `undeclared_fields`: the accumulator the payloads' undeclared fields are reported to (undeclared.py), or None."""
+    `undeclared_fields`: the accumulator the payloads' undeclared fields are reported to (undeclared.py), or None;
+    `unforeseen`: with a plan made from an earlier micro-batch (`spec.known_schemas`), the accumulator a record the
+    plan does not foresee is reported to (replan.py: the task then flattens nothing more), or None to raise
+    HoodieUnplannedInputError."""
 
     spec: events.TopicSpec
     undeclared_fields: Any = None
+    unforeseen: Any = None
 
     @property
     def schema(self):
@@ -195,11 +199,13 @@ class Flatten:
                 if batch.num_rows == 0:
                     continue
                 table = pa.Table.from_batches([batch])
-                if (
-                    self.spec.known_schemas is not None
-                    and not pc.all(pc.equal(table["topic"], self.spec.topic)).as_py()
-                ):
-                    raise HoodieUnplannedInputError(f"a topic other than {self.spec.topic!r} in the micro-batch")
+                if self.spec.known_schemas is not None:
+                    row = replan.first_unforeseen(table, self.spec)
+                    if row is not None:
+                        replan.report(self.unforeseen, table, row, self.spec)
+                        for _rest in batches:  # read, not flattened: the micro-batch is planned again
+                            pass
+                        return
                 table = events.flatten(table, self.spec, found)
                 if table.num_rows:
                     yield from table.to_batches()
@@ -215,47 +221,17 @@ def flatten_topic(records, spec, undeclared_fields=None):
     return source.mapInArrow(flatten, _spark_schema(spec.schema))
 
 
-def topic_source(records, spec, undeclared_fields=None):
+def topic_source(records, spec, undeclared_fields=None, unforeseen=None):
     """(the Kafka records a topic's rows are made of, the mapInArrow function making them: Flatten), for
-    `flatten_topic` or a sink chaining the flatten to its key-by (HoodieStreamSink.write_chained)."""
+    `flatten_topic` or a sink chaining the flatten to its key-by (HoodieStreamSink.write_chained). The accumulators:
+    Flatten's."""
     from pyspark.sql import functions as F
 
     if spec.known_schemas is not None:
         if spec.value_format == "json" and spec.value_schema is None and spec.known_schemas:
             records = _cut_by_schema(records, spec.known_schemas)
-        return records, Flatten(spec, undeclared_fields)
+        return records, Flatten(spec, undeclared_fields, unforeseen)
     return records.where(F.col("topic") == spec.topic), Flatten(spec, undeclared_fields)
-
-
-def first_unplanned(records, spec):
-    """The first record (topic, partition, offset) of a micro-batch (`kafka_records` columns) that a plan made from an
-    earlier micro-batch (`spec.known_schemas`) does not foresee: one of another topic, or a value of a schema the plan
-    does not know (JSON: a schema text; Avro: a schema id of the value or the key); None when the plan holds. One
-    Spark job without Python tasks: an expected re-plan never makes a task fail."""
-    from pyspark.sql import functions as F
-
-    other = F.col("topic").isNull() | (F.col("topic") != F.lit(spec.topic))
-    if spec.value_format == "avro":
-        unknown = F.col("value").isNotNull() & ~_avro_id(F.col("value")).isin([str(i) for i in spec.known_schemas])
-        keys = [str(i) for i in (spec.avro_schemas or {})]
-        unknown = unknown | (F.col("key").isNotNull() & ~_avro_id(F.col("key")).isin(keys))
-        other = other | F.coalesce(unknown, F.lit(True))
-    elif spec.value_schema is None:  # JSON messages with their schema
-        code, _payload = _schema_code(spec.known_schemas)
-        other = other | (F.col("value").isNotNull() & (code < 0))
-    first = records.where(other).agg(F.min(F.struct("partition", "offset", "topic")).alias("first")).collect()
-    hit = first[0]["first"] if first else None
-    return None if hit is None else (hit["topic"], hit["partition"], hit["offset"])
-
-
-def _avro_id(column):
-    """The schema id of Confluent's wire format (magic byte 0, 4-byte big-endian id) as decimal text; null when the
-    bytes are not in that format."""
-    from pyspark.sql import functions as F
-
-    raw = column.cast("binary")
-    magic = (F.length(raw) >= 5) & (F.hex(F.substring(raw, 1, 1)) == F.lit("00"))
-    return F.when(magic, F.conv(F.hex(F.substring(raw, 2, 4)), 16, 10))
 
 
 def _cut_by_schema(records, known):
@@ -263,20 +239,6 @@ def _cut_by_schema(records, known):
     bytes compared with each schema's `{"schema":...,"payload":` prefix, then a byte substring), with the schema's
     position in `known` (events.SCHEMA_CODE; -1 for a message of another schema, left whole): the schema, most of a
     message's bytes, never reaches the Python workers. (On text, Spark's substring counts characters: 4x slower.)"""
-    code, payload = _schema_code(known)
-    return records.select(
-        "key",
-        payload.cast("string").alias("value"),
-        "topic",
-        "partition",
-        "offset",
-        code.cast("int").alias(events.SCHEMA_CODE),
-    )
-
-
-def _schema_code(known):
-    """(the position in `known` of each message's schema, -1 for another; the message's payload, or the whole
-    message for another schema) as Spark columns of `value`."""
     from pyspark.sql import functions as F
 
     raw = F.col("value").cast("binary")
@@ -290,7 +252,14 @@ def _schema_code(known):
         payload = F.when(
             hit, F.expr(f"substr(cast(value as binary), {start}, length(cast(value as binary)) - {start})")
         ).otherwise(payload)
-    return code, payload
+    return records.select(
+        "key",
+        payload.cast("string").alias("value"),
+        "topic",
+        "partition",
+        "offset",
+        code.cast("int").alias(events.SCHEMA_CODE),
+    )
 
 
 def _spark_schema(schema):

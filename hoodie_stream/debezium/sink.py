@@ -34,6 +34,7 @@ from ..storage import storage_for
 from ..streaming_sink.batch_metrics import METRICS_SCHEMA
 from ..streaming_sink.sink import HoodieStreamSink
 from . import avro_envelope, ddl, events, kafka
+from .replan import Unforeseen
 from .schema_registry import SchemaRegistry
 from .undeclared import UndeclaredFields
 
@@ -136,6 +137,7 @@ class DebeziumSink:
         self._sinks: dict[str, HoodieStreamSink] = {}
         self._planned = None  # (topic, TopicSpec) when the last micro-batch held that topic alone
         self._undeclared = UndeclaredFields()  # payload fields the schemas do not declare, logged once each
+        self._unforeseen = Unforeseen()  # the first message a micro-batch's plan does not foresee (replan.py)
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -222,28 +224,19 @@ class DebeziumSink:
     def _write(self, df, batch_id):
         if self._planned is not None:  # the topic and schemas of the last micro-batch: written in one pass
             topic, spec = self._planned
-            records = kafka.kafka_records(df, self.value_format)
-            unplanned = kafka.first_unplanned(records, spec)
-            if unplanned is None:
-                try:
-                    source, flatten = kafka.topic_source(records, spec, self._fields(df))
-                    self._sink(topic, spec.key_fields).write_chained(source, flatten, batch_id)
-                    return
-                except HoodieUnplannedInputError as e:  # (first_unplanned found nothing: not expected)
-                    log.warning("micro-batch %s planned again: %s", batch_id, e)
-            else:
-                other, partition, offset = unplanned
-                log.info(
-                    "micro-batch %s planned again: topic %r partition %s offset %s is not in the plan of topic %r "
-                    "(a new %s)",
-                    batch_id,
-                    other,
-                    partition,
-                    offset,
-                    topic,
-                    "schema" if other == topic else "topic",
-                )
             self._planned = None
+            records = kafka.kafka_records(df, self.value_format)
+            unforeseen = self._unforeseen.start(df.sparkSession.sparkContext)
+            source, flatten = kafka.topic_source(records, spec, self._fields(df), unforeseen)
+            try:
+                self._sink(topic, spec.key_fields).write_chained(
+                    source, flatten, batch_id, lambda: self._unforeseen.reason(topic)
+                )
+            except HoodieUnplannedInputError as e:  # a message of a new topic or schema: nothing was committed
+                log.info("micro-batch %s planned again: %s", batch_id, e)
+            else:
+                self._planned = (topic, spec)
+                return
         self._write_planned(df, batch_id)
 
     def _fields(self, df):
