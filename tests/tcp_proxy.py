@@ -3,7 +3,8 @@
 `TcpProxy(target_host, target_port)` listens on a free loopback port (`.port`, `.endpoint`) and forwards bytes both
 ways, two threads per connection. `.cut()` resets every open connection and closes the listening socket, so
 requests in flight fail and new connections are refused; `.restore()` listens again on the same port; `.close()`
-cuts for good. Free of pytest: benchmarks use it too.
+cuts for good. `.cut_on(marker)` cuts at a chosen moment: when a request holding `marker` is sent (before the server
+sees it), or once that many bytes of the server's answer to it have passed. Free of pytest: benchmarks use it too.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ class TcpProxy:
         self._listener: socket.socket | None = None
         self._connections: set[socket.socket] = set()
         self._closed = False
+        self._trigger: tuple[bytes, int | None] | None = None  # cut_on's (marker, answer bytes)
+        self._answers: dict[socket.socket, int] = {}  # upstream socket -> answer bytes still let through
+        self.triggered = threading.Event()
         self._listen()
 
     @property
@@ -84,15 +88,32 @@ class TcpProxy:
                     continue
                 self._connections.update((client, upstream))
                 self.accepted += 1
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+            for src, dst, request in ((client, upstream, True), (upstream, client, False)):
+                threading.Thread(target=self._pump, args=(src, dst, request), daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, request: bool = False) -> None:
         try:
             while True:
                 data = src.recv(1 << 16)
                 if not data:
                     break
+                if request and self._trigger is not None and self._trigger[0] in data:
+                    with self._lock:
+                        trigger, self._trigger = self._trigger, None
+                    if trigger is not None:
+                        if trigger[1] is None:  # the request never reaches the server
+                            self.triggered.set()
+                            self.cut()
+                            break
+                        self._answers[dst] = trigger[1]
+                elif not request and src in self._answers:
+                    left = self._answers[src]
+                    if len(data) >= left:  # the answer cut after `left` bytes
+                        dst.sendall(data[:left])
+                        self.triggered.set()
+                        self.cut()
+                        break
+                    self._answers[src] = left - len(data)
                 dst.sendall(data)
         except OSError:
             pass
@@ -107,6 +128,14 @@ class TcpProxy:
                     sock.close()
 
     # -- cutting ---------------------------------------------------------------------------------------------
+    def cut_on(self, marker: bytes, answer_bytes: int | None = None) -> None:
+        """Cut (as `cut`) when a client sends bytes holding `marker` (a request line: b"PUT /bucket/key"): at once,
+        the request not forwarded, or, with `answer_bytes`, once that many bytes of the server's answer on that
+        connection reached the client. `triggered` is set when it happened."""
+        self.triggered.clear()
+        self._answers.clear()
+        self._trigger = (marker, answer_bytes)
+
     def cut(self) -> None:
         """Reset every open connection and stop listening: requests in flight fail, new connections are refused."""
         with self._lock:

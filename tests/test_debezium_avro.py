@@ -122,9 +122,10 @@ class Registry:
 
 
 AVRO_DDL = "key binary, value binary, topic string, partition int, offset long"
+AVRO_COLUMNS = ("key", "value", "topic", "partition", "offset")
 
 
-def test_two_topics_in_avro_stream_into_tables_that_match_the_model(spark, tmp_path):
+def test_two_topics_in_avro_stream_into_tables_that_match_the_model(spark, tmp_path, caplog):
     pg = load_set("pg_flink_products_schema.jsonl")
     my = load_set("mysql_risingwave_customers_schema.jsonl")
     pg_avro, pg_schemas = to_avro(pg, first_id=1)
@@ -148,15 +149,32 @@ def test_two_topics_in_avro_stream_into_tables_that_match_the_model(spark, tmp_p
                 assert_table_matches(table, expected, ["id"], f"{topic} after batch {b}")
         assert {path for path, _ in registry.requests} == {f"/schemas/ids/{i}" for i in [1, 100]}  # once per id
         assert all(auth and auth.startswith("Basic ") for _, auth in registry.requests)
+        # one topic alone: the next micro-batch of its schema ids is written in one pass with that plan (the ids
+        # read from the wire format by Spark); redelivered events change nothing
+        caplog.set_level("INFO", logger="hoodie_stream")
+        for b in (2, 3):
+            batch = [dict(r, offset=r["offset"] + 100 * b) for r in pg_avro[(b - 2) * 4 : (b - 1) * 4]]
+            sink(spark.createDataFrame([tuple(r[c] for c in AVRO_COLUMNS) for r in batch], AVRO_DDL), b)
+        assert not [r for r in caplog.records if "planned again" in r.getMessage()]
+        assert_table_matches(
+            rs_read(str(tmp_path / "lake" / table_name(topics[0]))),
+            final_rows(pg, ["id"], "postgresql"),
+            ["id"],
+            "redelivered",
+        )
         # a schema id the registry does not know: the topic, partition and offset, no secret, no table changed
         unknown = dict(my_avro[0], value=b"\x00\x00\x00\x03\xe7" + my_avro[0]["value"][5:], offset=99)
         rows = [tuple(unknown[c] for c in ("key", "value", "topic", "partition", "offset"))]
         with pytest.raises(
             HoodieFormatError, match=rf"topic '{topics[1]}' partition 0 offset 99: Avro schema id 999"
         ) as raised:
-            sink(spark.createDataFrame(rows, AVRO_DDL), 2)
+            sink(spark.createDataFrame(rows, AVRO_DDL), 4)
         assert "s3cr3t-token" not in str(raised.value) and "svc" not in str(raised.value)
-        assert [batch_ids(tmp_path / "lake" / table_name(t)) for t in topics] == [[0, 1], [0, 1]]
+        assert [r.getMessage() for r in caplog.records if "planned again" in r.getMessage()] == [
+            f"micro-batch 4 planned again: topic {topics[1]!r} partition 0 offset 99 is not in the plan of topic "
+            f"{topics[0]!r} (a new topic)"
+        ]
+        assert [batch_ids(tmp_path / "lake" / table_name(t)) for t in topics] == [[0, 1, 2, 3], [0, 1]]
     finally:
         sink.close()
         registry.close()

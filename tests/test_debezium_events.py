@@ -2,6 +2,7 @@
 (tests/debezium_model.py) on every real message set of tests/data/debezium, with schemas and without (the schema
 given per topic), plus the ordering value, the policies and the errors."""
 
+import dataclasses
 import decimal
 import json
 
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from debezium_model import event_row, load_set, order_value
-from hoodie_stream.debezium import events, json_envelope, types
+from hoodie_stream.debezium import events, json_envelope, types, undeclared
 from hoodie_stream.errors import HoodieFormatError
 from oracle import _norm
 
@@ -179,6 +180,118 @@ def test_an_undecodable_field_is_named_with_its_record():
     spec = events.topic_spec(records[0]["topic"], embedded_schemas(records[:1]), ["id"])
     with pytest.raises(HoodieFormatError, match=r"partition 0 offset 1"):
         events.flatten(kafka_table(records), spec)
+
+
+def _with_payload(record, change):
+    message = json.loads(record["value"])
+    change(message["payload"])
+    return dict(record, value=json.dumps(message, separators=(",", ":")))
+
+
+def _cut(records):
+    """The records as Kafka Connect JSON cut to their payloads by Spark in a planned micro-batch (kafka.py), with
+    the one schema of the records: (Kafka table, its schema text)."""
+    texts = [json.loads(r["value"]) for r in records]
+    schema = json.dumps(texts[0]["schema"], separators=(",", ":"))
+    payloads = [dict(r, value=json.dumps(t["payload"], separators=(",", ":"))) for r, t in zip(records, texts)]
+    table = kafka_table(payloads)
+    return table.append_column(events.SCHEMA_CODE, pa.array([0] * len(records), pa.int32())), schema
+
+
+@pytest.mark.parametrize("cut", [False, True], ids=["whole messages", "cut to their payloads"])
+def test_fields_the_schema_does_not_declare_are_ignored_as_kafka_connect_does_and_reported(cut):
+    """Kafka Connect's JsonConverter reads a struct by its schema's fields (convertToConnect) and passes over any
+    other field of the payload: the rows are those of the messages without them, and their paths are reported."""
+    records = load_set("pg_flink_products_schema.jsonl")[:6]
+    topic = records[0]["topic"]
+
+    def add(i, payload):
+        payload["after"]["colour"] = "red"  # an undeclared column of the row
+        payload["source"]["origin"] = {"lsn": i}  # nested, a struct
+        payload["note"] = i if i % 2 else f"text {i}"  # top level, of another type in each message
+
+    extended = [_with_payload(r, lambda p, i=i: add(i, p)) if i in (1, 2, 4) else r for i, r in enumerate(records)]
+    spec = events.topic_spec(topic, embedded_schemas(records[:1]), ["id"])
+    if cut:
+        table, schema = _cut(extended)
+        spec = dataclasses.replace(spec, known_schemas=(schema,))
+        plain, _ = _cut(records)
+    else:
+        table, plain = kafka_table(extended), kafka_table(records)
+    found = set()
+    assert events.flatten(table, spec, found).equals(events.flatten(plain, spec))
+    assert found == {"after.colour", "source.origin", "note"}
+    found = set()
+    events.flatten(table.slice(1, 1), spec, found)  # the undeclared fields of one type: pyarrow's inference
+    assert found == {"after.colour", "source.origin", "note"}
+    found = set()
+    events.flatten(plain, spec, found)
+    assert found == set()
+
+
+def test_a_payload_that_does_not_fit_its_schema_names_topic_partition_offset_and_field():
+    records = load_set("pg_flink_products_schema.jsonl")[:4]
+    topic = records[0]["topic"]
+    spec = events.topic_spec(topic, embedded_schemas(records[:1]), ["id"])
+    for change, problem in [
+        (lambda p: p["after"].update(id="101"), "field 'after.id' holds a string \"101\", its schema declares int32"),
+        (lambda p: p["after"].update(id=101.5), "field 'after.id' holds a number 101.5, its schema declares int32"),
+        (lambda p: p["source"].update(lsn=[1]), "field 'source.lsn' holds an array [1], its schema declares int64"),
+        (lambda p: p.update(after="x"), "field 'after' holds a string \"x\", its schema declares struct"),
+    ]:
+        bad = list(records)
+        bad[2] = _with_payload(records[2], change)
+        for table in (kafka_table(bad), _cut(bad)[0]):
+            known = None if events.SCHEMA_CODE not in table.column_names else (_cut(bad)[1],)
+            with pytest.raises(HoodieFormatError) as e:
+                events.flatten(table, dataclasses.replace(spec, known_schemas=known))
+            assert str(e.value) == (
+                f"topic {topic!r} partition 0 offset {records[2]['offset']}: the payload does not match its "
+                f"schema: {problem}"
+            )
+    bad = list(records)
+    bad[3] = dict(records[3], value=records[3]["value"][:-30] + "}")  # cut short: no JSON
+    with pytest.raises(HoodieFormatError, match=rf"topic {topic!r} partition 0 offset {records[3]['offset']}: "):
+        events.flatten(kafka_table(bad), spec)
+
+
+def test_undeclared_fields_are_logged_once_per_topic_and_field(caplog):
+    class Accumulator:
+        value: frozenset = frozenset()
+
+        def add(self, more):
+            self.value = self.value | more
+
+    class Context:
+        def accumulator(self, value, param):
+            assert param.addInPlace(param.zero(value), {("t", "f")}) == {("t", "f")}
+            return Accumulator()
+
+    fields = undeclared.UndeclaredFields()
+    assert fields.log_new() == []
+    context = Context()
+    acc = fields.accumulator(context)
+    assert fields.accumulator(context) is acc
+    undeclared.report(acc, "pg.public.orders", {"after.colour", "note"})
+    undeclared.report(acc, "pg.public.orders", {"after.colour"})
+    caplog.set_level("INFO", logger="hoodie_stream")
+    assert fields.log_new() == [("pg.public.orders", "after.colour"), ("pg.public.orders", "note")]
+    undeclared.report(acc, "pg.public.orders", {"after.colour"})
+    undeclared.report(acc, "my.shop.items", {"after.colour"})
+    assert fields.log_new() == [("my.shop.items", "after.colour")]
+    lines = [r.getMessage() for r in caplog.records if r.name == "hoodie_stream"]
+    assert lines == [
+        "topic 'pg.public.orders': field 'after.colour' of the payloads is not declared by the schema their messages "
+        "carry; it is ignored, as Kafka Connect's JsonConverter ignores it",
+        "topic 'pg.public.orders': field 'note' of the payloads is not declared by the schema their messages carry; "
+        "it is ignored, as Kafka Connect's JsonConverter ignores it",
+        "topic 'my.shop.items': field 'after.colour' of the payloads is not declared by the schema their messages "
+        "carry; it is ignored, as Kafka Connect's JsonConverter ignores it",
+    ]
+    caplog.clear()
+    for _ in range(2):  # without an accumulator (flatten() outside a sink): once per process
+        undeclared.report(None, "a.b.unique_topic", {"extra"})
+    assert [r.getMessage()[:35] for r in caplog.records] == ["topic 'a.b.unique_topic': field 'ex"]
 
 
 def test_unwrapped_events_and_other_connectors_are_refused_by_name():

@@ -115,5 +115,5 @@ def test_messages_that_are_not_connect_json_are_named():
     with pytest.raises(HoodieFormatError, match="tombstones"):
         json_envelope.split_envelopes(pa.array(['{"schema":{},"payload":{}}', None]))
     wrong = '{"schema":{"type":"struct","fields":[{"type":"int64","field":"n"}]},"payload":{"n":"x"}}'
-    with pytest.raises(HoodieFormatError, match="payloads do not match their schema"):
+    with pytest.raises(HoodieFormatError, match="does not match its schema: field 'n' holds a string \"x\""):
         json_envelope.group_by_schema(pa.array([wrong]))

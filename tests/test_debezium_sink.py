@@ -12,6 +12,7 @@ from hoodie_stream import DebeziumSink, HoodieTable
 from hoodie_stream.debezium import table_name
 from hoodie_stream.errors import HoodieConfigError, HoodieError
 from oracle import META, _norm, rs_read
+from spark_log import spark_log
 
 # (message set, record key, connector, messages per micro-batch)
 SETS = [
@@ -194,10 +195,17 @@ def test_messages_without_schema_use_the_schema_given_per_topic(spark, tmp_path)
 
 
 # -- bad input: an error naming topic, partition and offset, and no table changed --------------------------------------
+KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset")
+
+
 def kafka_df(spark, records):
-    return spark.createDataFrame(
-        [tuple(r[c] for c in ("key", "value", "topic", "partition", "offset")) for r in records], KAFKA_DDL
-    )
+    return spark.createDataFrame([tuple(r[c] for c in KAFKA_COLUMNS) for r in records], KAFKA_DDL)
+
+
+def rollback_instants(path):
+    from hoodie_stream import HoodieTable
+
+    return [i.timestamp for i in HoodieTable(str(path)).timeline.instants if i.action == "rollback"]
 
 
 def snapshot(path):
@@ -299,9 +307,13 @@ def test_a_new_column_evolves_the_table_and_a_dropped_one_stays_null(spark, two_
     assert all(rows[k]["description"] is not None for k in rows if k != key_dropped)
 
 
-def test_a_new_schema_or_topic_in_a_one_topic_stream_is_planned_again(spark, tmp_path):
+def test_a_new_schema_or_topic_in_a_one_topic_stream_is_planned_again(spark, tmp_path, caplog):
     """After a micro-batch of one topic, the next is written in one pass with that batch's plan; a message of a
-    schema or a topic the plan does not know makes the micro-batch planned again, with nothing written twice."""
+    schema or a topic the plan does not know makes the micro-batch planned again, with nothing written twice. A task
+    that meets it stops without failing and the driver abandons the instant before the commit: Spark logs no error
+    (no executor traceback); the instant is rolled back when other tasks wrote files (batch 2: one message per task,
+    the first of the known schema), else it leaves nothing (batch 3). A payload field its schema does not declare is
+    ignored, as Kafka Connect's JsonConverter ignores it, and logged once."""
     pg, my = load_set("pg_flink_products_schema.jsonl"), load_set("mysql_risingwave_customers_schema.jsonl")
     tables = {
         pg[0]["topic"]: {"hoodie.datasource.write.recordkey.field": "id"},
@@ -309,19 +321,48 @@ def test_a_new_schema_or_topic_in_a_one_topic_stream_is_planned_again(spark, tmp
     }
     sink = DebeziumSink(str(tmp_path / "lake"), tables=tables)
     pg_path, my_path = (tmp_path / "lake" / table_name(r[0]["topic"]) for r in (pg, my))
+    caplog.set_level("INFO", logger="hoodie_stream")
     sink(kafka_df(spark, pg[:9]), 0)
-    sink(kafka_df(spark, pg[9:11]), 1)  # the plan of batch 0
-    added = json.loads(pg[11]["value"])
-    for image in ("before", "after"):
-        part = next(f for f in added["schema"]["fields"] if f["field"] == image)
-        part["fields"].append({"type": "string", "optional": True, "field": "colour"})
-    added["payload"]["after"]["colour"] = "red"
-    sink(kafka_df(spark, [dict(pg[11], value=json.dumps(added, separators=(",", ":")))]), 2)  # a new schema
-    sink(kafka_df(spark, pg[12:13] + my[:4]), 3)  # a new topic
+    undeclared = json.loads(pg[9]["value"])
+    undeclared["payload"]["after"]["colour"] = "blue"  # not in the message's schema
+    with spark_log(spark) as logged:
+        sink(kafka_df(spark, [dict(pg[9], value=json.dumps(undeclared, separators=(",", ":")))]), 1)
+        added = json.loads(pg[11]["value"])
+        for image in ("before", "after"):
+            part = next(f for f in added["schema"]["fields"] if f["field"] == image)
+            part["fields"].append({"type": "string", "optional": True, "field": "colour"})
+        added["payload"]["after"]["colour"] = "red"
+        added["payload"]["after"]["shade"] = "dark"  # not in the message's schema
+        two_tasks = [pg[10], dict(pg[11], value=json.dumps(added, separators=(",", ":")))]  # a new schema
+        one_each = spark.sparkContext.parallelize([tuple(r[c] for c in KAFKA_COLUMNS) for r in two_tasks], 2)
+        sink(spark.createDataFrame(one_each, KAFKA_DDL), 2)
+        rollbacks = rollback_instants(pg_path)
+        sink(kafka_df(spark, pg[12:13] + my[:4]), 3)  # a new topic
+        lines = logged()
     sink.close()
+    assert "ERROR" not in lines and "Exception in task" not in lines and "Lost task" not in lines, lines
+    assert len(rollbacks) == 1, "batch 2's first instant wrote pg[10]'s row and was rolled back"
+    assert rollback_instants(pg_path) == rollbacks, "batch 3's first instant wrote nothing: it left nothing"
+    messages = [r.getMessage() for r in caplog.records if r.name == "hoodie_stream"]
+    pg_topic = pg[0]["topic"]
+    replans = [m for m in messages if "planned again" in m]
+    assert replans == [
+        f"micro-batch 2 planned again: topic {pg_topic!r} partition 0 offset {pg[11]['offset']} is not in the plan "
+        f"of topic {pg_topic!r} (a new schema)",
+        f"micro-batch 3 planned again: topic {my[0]['topic']!r} partition 0 offset {my[0]['offset']} is not in the "
+        f"plan of topic {pg_topic!r} (a new topic)",
+    ]
+    ignored = sorted(m for m in messages if "not declared" in m)
+    assert ignored == [
+        f"topic {pg_topic!r}: field '{f}' of the payloads is not declared by the schema their messages carry; it is "
+        f"ignored, as Kafka Connect's JsonConverter ignores it"
+        for f in ("after.colour", "after.shade")
+    ]
     assert batch_ids(pg_path) == [0, 1, 2, 3] and batch_ids(my_path) == [3]
     rows = {r["id"]: r for r in rs_read(str(pg_path)).to_pylist()}
     assert rows[added["payload"]["after"]["id"]]["colour"] == "red"
+    assert rows[undeclared["payload"]["after"]["id"]]["colour"] is None  # written under the message's own schema
+    assert "shade" not in rows[added["payload"]["after"]["id"]]
     expected = final_rows(pg[:11] + pg[12:13], ["id"], "postgresql")
     got = table_rows(rs_read(str(pg_path)), ["id"])
     assert sorted(got) == sorted(set(expected) | {(added["payload"]["after"]["id"],)})

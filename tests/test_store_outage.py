@@ -1,7 +1,9 @@
-"""The object store cut off in the middle of a micro-batch (tests/tcp_proxy.py between the sink and the S3 server):
-the batch fails with an error naming the table and the store's endpoint and no secret, nothing of it is visible to
-readers (which reach the server directly), and once the network is back the query restarted from its checkpoint
-writes the table the model expects."""
+"""The object store cut off in the middle of a micro-batch (tests/tcp_proxy.py between the sink and the S3 server),
+at chosen moments: as the driver starts the batch's instant, as an executor sends the first request of the batch's
+log files, and once that request reached the server but before its answer came back. Each time the batch fails with
+an error naming the table and the store's endpoint and no secret, nothing of it is visible to readers (which reach
+the server directly), and once the network is back the query restarted from its checkpoint writes the table the
+model expects. (Every kind of request cut at every moment, without Spark: test_store_cuts.py.)"""
 
 from __future__ import annotations
 
@@ -22,7 +24,6 @@ from s3_stream_helpers import (
     pending_instants,
     sink_options,
     start_query,
-    writing_instants,
 )
 from stream_model import TableModel, generate_batches, write_batch_file
 from tcp_proxy import TcpProxy
@@ -31,16 +32,29 @@ from tcp_proxy import TcpProxy
 QUICK_FAILURE = {"max_retries": "1", "retry_timeout": "3", "connect_timeout": "1s", "timeout": "10s"}
 
 
-def wait_for(condition, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
+# the moment the network goes: (what the request cut holds, bytes of its answer let through; None: it never arrives)
+CUT_MOMENTS = {
+    "as the instant is started": (b".deltacommit.inflight ", None),  # on the driver
+    "as the first log file request is sent": (b".log.", None),  # in a write task (its marker or the file)
+    "before the answer to the first log file request": (b".log.", 0),  # the server did it; the task never hears
+}
+
+
+def pending_delta_commits(storage):
+    """{instant: the names of its timeline files} of the delta commits that are not completed."""
+    names = {info.path.rpartition("/")[2] for info in storage.list(".hoodie")}
+    done = {n.split(".")[0] for n in names if n.endswith(".deltacommit")}
+    out: dict[str, set[str]] = {}
+    for n in names:
+        if ".deltacommit." in n and n.split(".")[0] not in done:
+            out.setdefault(n.split(".")[0], set()).add(n)
+    return out
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("moment", list(CUT_MOMENTS))
 def test_a_store_cut_off_mid_batch_fails_it_invisibly_and_a_restart_completes_the_table(
-    spark, s3_server, tmp_path, caplog, capfd
+    spark, s3_server, tmp_path, caplog, capfd, moment
 ):
     uri = s3_server.new_table_uri("outage")
     direct = s3_server.options()
@@ -58,22 +72,22 @@ def test_a_store_cut_off_mid_batch_fails_it_invisibly_and_a_restart_completes_th
         try:
             query.processAllAvailable()
             model.apply_batch(batches[0])
+            proxy.cut_on(*CUT_MOMENTS[moment])
             write_batch_file(source, 1, batches[1])
-            wait_for(lambda: writing_instants(storage), 60, "the log files of batch 1")
-            proxy.cut()
-            (cut_instant,) = writing_instants(storage)
             started = time.monotonic()
             with pytest.raises(StreamingQueryException):
-                query.awaitTermination(60)
+                query.awaitTermination(120)
         finally:
             query.stop()
         failed_after = time.monotonic() - started
+        assert proxy.triggered.is_set(), "the network was cut at that moment"
+        (cut_instant, cut_files), *_ = pending_delta_commits(storage).items()
         error = query.exception()
         assert error is not None
         message = str(error)
         assert "HoodieStorageError" in message and f"{uri}/" in message and " failed: " in message, message
         assert ", in abort" not in message, "the batch's own error, not that of the rollback that failed after it"
-        assert f"{s3_server.host}:{proxy.port}" in message, "the endpoint that could not be reached is named"
+        assert f"endpoint {proxy.endpoint}" in message, "the endpoint that could not be reached is named"
         assert SECRET_KEY not in message
         assert failed_after < 60
 
@@ -98,7 +112,8 @@ def test_a_store_cut_off_mid_batch_fails_it_invisibly_and_a_restart_completes_th
     committed = completed_batches(uri, direct)
     assert [entries[identifier(query.id)] for _ts, entries in committed] == [0, 1, 2]
     names = [info.path.rpartition("/")[2] for info in storage.list(".hoodie")]
-    assert any(n.endswith(".rollback") for n in names), "the cut-off batch's instant was rolled back"
+    if cut_instant + ".deltacommit.inflight" in cut_files:
+        assert any(n.endswith(".rollback") for n in names), "the cut-off batch's instant was rolled back"
     assert cut_instant + ".deltacommit" not in names
     assert_table_is(uri, direct, model.rows(), "after the restart")
     assert pending_instants(uri, direct) == []

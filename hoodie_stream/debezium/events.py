@@ -99,7 +99,8 @@ class TopicSpec:
     value_format: str = "json"  # "json" (Kafka Connect's JsonConverter) or "avro" (Confluent's wire format)
     avro_schemas: dict | None = None  # Avro: the schemas of the ids the micro-batch's values and keys name
     # planned from an earlier micro-batch: the schema texts (JSON) or Avro ids the plan knows, in order; None when
-    # the plan was made from this micro-batch. A message of another topic or schema raises HoodieUnplannedInputError
+    # the plan was made from this micro-batch. A message of another schema raises HoodieUnplannedInputError (a
+    # planned task finds it, or one of another topic, before: replan.py)
     known_schemas: tuple | None = None
 
 
@@ -238,9 +239,11 @@ def bare_envelope(row_or_envelope):
 
 
 # -- rows -----------------------------------------------------------------------------------------------------------
-def flatten(records, spec):
+def flatten(records, spec, undeclared=None):
     """The rows (spec.schema) of one topic's Kafka records: an Arrow table with `key` and `value` (strings; null values,
-    tombstones, are dropped), `partition` and `offset`, in offset order per partition."""
+    tombstones, are dropped), `partition` and `offset`, in offset order per partition. `undeclared`: a set the paths
+    of the payloads' fields their JSON schema does not declare are added to (they are ignored, as Kafka Connect's
+    JsonConverter ignores them)."""
     values = records["value"].combine_chunks()
     if spec.value_format == "avro":
         values = values.cast(pa.binary())
@@ -254,9 +257,9 @@ def flatten(records, spec):
         return spec.schema.empty_table()
     try:
         if SCHEMA_CODE in records.column_names:
-            groups = _cut_groups(values, records[SCHEMA_CODE].combine_chunks(), spec)
+            groups = _cut_groups(values, records[SCHEMA_CODE].combine_chunks(), spec, undeclared)
         else:
-            groups = _groups(values, spec)
+            groups = _groups(values, spec, undeclared)
     except HoodieUnplannedInputError:
         raise
     except HoodieFormatError as e:
@@ -438,7 +441,7 @@ def _parsed_keys(keys, spec):
         take = np.arange(len(texts))
         take[at] = len(texts) + np.arange(len(at))
         payload_texts = pa.concat_arrays([texts, payloads]).take(pa.array(take))
-    parsed = json_envelope.parse_payloads(payload_texts, spec.key_schema, unexpected="ignore")
+    parsed = json_envelope.parse_payloads(payload_texts, spec.key_schema)
     return parsed, {f["field"]: f for f in spec.key_schema["fields"]}
 
 
@@ -532,15 +535,15 @@ def _place(topic, records, row):
     return f"topic {topic!r} partition {partition} offset {offset}"
 
 
-def _groups(values, spec):
+def _groups(values, spec, undeclared=None):
     """[(envelope schema, message positions, payloads parsed)] of messages with their schema, or bare ones."""
     if spec.value_format == "avro":
         return _avro_groups(values, spec)
     if spec.value_schema is not None:
         rows = np.arange(len(values))
-        return [(spec.value_schema, rows, json_envelope.parse_rows(values, spec.value_schema, rows, "ignore"))]
+        return [(spec.value_schema, rows, json_envelope.parse_rows(values, spec.value_schema, rows))]
     try:
-        groups = json_envelope.group_by_schema(values, spec.known_schemas)
+        groups = json_envelope.group_by_schema(values, spec.known_schemas, undeclared)
     except HoodieUnplannedInputError as e:
         raise HoodieUnplannedInputError(f"topic {spec.topic!r}: {e}") from None
     return [(g.schema, g.rows, g.payload) for g in groups]
@@ -551,7 +554,7 @@ def _parsed_schema(text):
     return json.loads(text)
 
 
-def _cut_groups(payloads, codes, spec):
+def _cut_groups(payloads, codes, spec, undeclared=None):
     """Groups of the messages Spark cut to their payload (kafka._cut_by_schema), by the schema codes it gave."""
     codes = pc.fill_null(codes, -1).to_numpy(zero_copy_only=False)
     if (codes < 0).any():
@@ -562,7 +565,7 @@ def _cut_groups(payloads, codes, spec):
         rows = np.flatnonzero(codes == code)
         schema = _parsed_schema(spec.known_schemas[int(code)])
         texts = payloads if len(rows) == len(payloads) else payloads.take(pa.array(rows))
-        groups.append((schema, rows, json_envelope.parse_rows(texts, schema, rows)))
+        groups.append((schema, rows, json_envelope.parse_rows(texts, schema, rows, undeclared)))
     return groups
 
 

@@ -13,6 +13,7 @@ order) is split by Python's json. (benchmarks/debezium_bench.py measures it agai
 """
 
 import json
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -220,25 +221,162 @@ def raw_type(schema, numeric_decimals=False):
     raise HoodieFormatError(f"Connect type {kind!r} of {schema.get('field')!r} is not read from JSON here")
 
 
-def parse_payloads(payloads, schema, unexpected="error"):
+def parse_payloads(payloads, schema, undeclared=None):
     """The payload texts (a string array) parsed by pyarrow's JSON reader under `raw_type(schema)`, a struct array.
     Decimals are read as base64 text, or as numbers when the payloads hold them so (`decimal.format=NUMERIC`).
-    `unexpected`: what a field the schema lacks does, "error" or "ignore" (pyarrow's unexpected_field_behavior)."""
+    A field the schema does not declare is ignored, as Kafka Connect's JsonConverter ignores it (it reads a struct
+    by its schema's fields); the paths of those met (`after.colour`) are added to the set `undeclared`, if given."""
     try:
-        return _parse(payloads, raw_type(schema), unexpected)
+        return _parse_declared(payloads, raw_type(schema), undeclared)
     except pa.ArrowInvalid as e:
         if "changed from string to number" not in str(e):
-            raise HoodieFormatError(f"payloads do not match their schema: {e}") from None
+            raise HoodieFormatError(f"payloads do not match their schema: {_arrow_reason(e)}") from None
     try:
-        return _parse(payloads, raw_type(schema, numeric_decimals=True), unexpected)
+        return _parse_declared(payloads, raw_type(schema, numeric_decimals=True), undeclared)
     except pa.ArrowInvalid as e:
-        raise HoodieFormatError(f"payloads do not match their schema: {e}") from None
+        raise HoodieFormatError(f"payloads do not match their schema: {_arrow_reason(e)}") from None
+
+
+def _parse_declared(payloads, struct, undeclared):
+    """`_parse` of the declared fields, ignoring the others; when `undeclared` is a set, those are found by
+    pyarrow's inference after a parse that refused them (by Python's json when they change type between payloads:
+    that path alone)."""
+    if undeclared is None:
+        return _parse(payloads, struct, "ignore")
+    try:
+        return _parse(payloads, struct)
+    except pa.ArrowInvalid as e:
+        if "unexpected field" not in str(e):
+            raise
+    try:
+        parsed = _parse(payloads, struct, "infer")
+    except pa.ArrowInvalid:
+        parsed = _parse(payloads, struct, "ignore")
+        undeclared.update(_undeclared_in_texts(payloads, struct))
+        return parsed
+    undeclared.update(_undeclared_paths(struct, parsed.type))
+    return pa.StructArray.from_arrays([parsed.field(f.name).cast(f.type) for f in struct], fields=list(struct))
+
+
+def _undeclared_paths(declared, parsed, prefix=""):
+    """The paths (`after.colour`, `items[].extra`) of the fields of Arrow type `parsed` that `declared` lacks."""
+    if pa.types.is_struct(declared) and pa.types.is_struct(parsed):
+        names = set(declared.names)
+        for f in parsed:
+            path = f"{prefix}.{f.name}" if prefix else f.name
+            if f.name in names:
+                yield from _undeclared_paths(declared.field(f.name).type, f.type, path)
+            else:
+                yield path
+    elif pa.types.is_list(declared) and pa.types.is_list(parsed):
+        yield from _undeclared_paths(declared.value_type, parsed.value_type, prefix + "[]")
+
+
+def _undeclared_in_texts(payloads, struct):
+    """`_undeclared_paths` found by Python's json, payload by payload."""
+    found = set()
+
+    def walk(value, type_, prefix):
+        if isinstance(value, dict) and pa.types.is_struct(type_):
+            for name, child in value.items():
+                path = f"{prefix}.{name}" if prefix else name
+                if type_.get_field_index(name) < 0:
+                    found.add(path)
+                else:
+                    walk(child, type_.field(name).type, path)
+        elif isinstance(value, list) and pa.types.is_list(type_):
+            for item in value:
+                walk(item, type_.value_type, prefix + "[]")
+
+    for text in payloads.to_pylist():
+        try:
+            walk(json.loads(text), struct, "")
+        except ValueError:
+            continue  # not JSON: the parse of the declared fields names it
+    return found
+
+
+_ARROW_COLUMN = re.compile(r"Column\((/[^)]*)\)")
+
+
+def _arrow_reason(error):
+    """pyarrow's JSON error, with the field it names as a path (`Column(/after/id)` -> field 'after.id')."""
+    text = str(error).removeprefix("JSON parse error: ")
+    return _ARROW_COLUMN.sub(lambda m: f"field {m.group(1).strip('/').replace('/', '.')!r}", text)
+
+
+def field_problem(text, schema):
+    """What in one payload text does not fit its Connect schema: `field 'after.id' holds ...`, or why the text is
+    not JSON; None when nothing is found (the error path alone: Python's json)."""
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        return f"the payload is not JSON ({e})"
+    return _misfit(value, schema, "")
+
+
+_INTEGERS = ("int8", "int16", "int32", "int64")
+_FLOATS = ("float32", "float64", "float", "double")
+
+
+def _misfit(value, schema, path):
+    if value is None:
+        return None
+    kind = schema.get("type")
+    numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+    fits = {
+        "boolean": isinstance(value, bool),
+        "string": isinstance(value, str),
+        "bytes": isinstance(value, str) or (schema.get("name") == types.CONNECT_DECIMAL and numeric),
+        "struct": isinstance(value, dict),
+        "array": isinstance(value, list),
+    }
+    ok = (
+        (isinstance(value, int) and not isinstance(value, bool))
+        if kind in _INTEGERS
+        else numeric
+        if kind in _FLOATS
+        else fits.get(kind, True)
+    )
+    if not ok:
+        where = f"field {path!r}" if path else "the payload"
+        shown = json.dumps(value)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        return f"{where} holds {_json_kind(value)} {shown}, its schema declares {kind}"
+    if kind == "struct":
+        for f in schema.get("fields", []):
+            name = f.get("field")
+            problem = _misfit(value.get(name), f, f"{path}.{name}" if path else name)
+            if problem:
+                return problem
+    if kind == "array":
+        for i, item in enumerate(value):
+            problem = _misfit(item, schema.get("items") or {}, f"{path}[{i}]")
+            if problem:
+                return problem
+    return None
+
+
+def _json_kind(value):
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
 
 
 _BLOCK = 1 << 20
 
 
 def _parse(payloads, struct, unexpected="error"):
+    """The payloads parsed under the Arrow struct type `struct`, as a struct array: of that type, or with
+    `unexpected="infer"` of that type plus the fields pyarrow found that it lacks."""
     import pyarrow.json as pj
 
     if not pa.types.is_struct(struct):
@@ -257,13 +395,15 @@ def _parse(payloads, struct, unexpected="error"):
     )
     if table.num_rows != len(payloads):
         raise HoodieFormatError(f"{len(payloads)} payloads parsed into {table.num_rows} rows")
-    return pa.StructArray.from_arrays([table[f.name].combine_chunks() for f in struct], fields=list(struct))
+    fields = list(table.schema) if unexpected == "infer" else list(struct)
+    return pa.StructArray.from_arrays([table[f.name].combine_chunks() for f in fields], fields=fields)
 
 
-def group_by_schema(values, known=None):
+def group_by_schema(values, known=None, undeclared=None):
     """[SchemaGroup] of JsonConverter messages (a string array without nulls), in the order their schemas first
     appear. `known`: the schema texts a plan made from earlier micro-batches expects (another one raises
-    HoodieUnplannedInputError). An error names its message (`failed_message`)."""
+    HoodieUnplannedInputError); `undeclared`: a set the paths of the fields no schema declares are added to
+    (`parse_payloads`). An error names its message (`failed_message`)."""
     schemas, payloads = split_envelopes(values)
     codes = schemas.indices.to_numpy(zero_copy_only=False)
     groups = []
@@ -279,20 +419,23 @@ def group_by_schema(values, known=None):
             error = HoodieFormatError(f"its schema is not JSON: {text[:200]!r}")
             error.message_row = int(rows[0])
             raise error from None
-        groups.append(SchemaGroup(schema, rows, parse_rows(payloads.take(pa.array(rows)), schema, rows)))
+        parsed = parse_rows(payloads.take(pa.array(rows)), schema, rows, undeclared)
+        groups.append(SchemaGroup(schema, rows, parsed))
     return groups
 
 
-def parse_rows(texts, schema, rows, unexpected="error"):
+def parse_rows(texts, schema, rows, undeclared=None):
     """`parse_payloads` of the payloads of the messages at `rows`; an error names the first message that does not
-    match the schema (`failed_message`)."""
+    match the schema (`failed_message`) and, where it can, the field."""
     try:
-        return parse_payloads(texts, schema, unexpected=unexpected)
+        return parse_payloads(texts, schema, undeclared)
     except HoodieFormatError as e:
-        for i in range(len(texts)):  # the error path alone: which message
+        for i in range(len(texts)):  # the error path alone: which message, which field
             try:
-                parse_payloads(texts.slice(i, 1), schema, unexpected=unexpected)
+                parse_payloads(texts.slice(i, 1), schema)
             except HoodieFormatError as one:
-                one.message_row = int(rows[i])
-                raise one from None
+                problem = field_problem(texts[i].as_py(), schema)
+                error = HoodieFormatError(f"the payload does not match its schema: {problem}") if problem else one
+                error.message_row = int(rows[i])
+                raise error from None
         raise e

@@ -7,13 +7,14 @@ the record key from: one row per (topic, kind, text), never the messages themsel
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import HoodieFormatError, HoodieUnplannedInputError, in_task
-from . import avro_envelope, events, json_envelope
+from ..errors import HoodieFormatError, in_task
+from . import avro_envelope, events, json_envelope, replan, undeclared
 
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset")
 _ENVELOPE = '{"schema":'
@@ -175,9 +176,15 @@ def discover(records, bare_topics=frozenset(), value_format="json"):
 
 @dataclass(frozen=True)
 class Flatten:
-    """Picklable mapInArrow function: one topic's Kafka records into its rows (`events.flatten`)."""
+    """Picklable mapInArrow function: one topic's Kafka records into its rows (`events.flatten`).
+    `undeclared_fields`: the accumulator the payloads' undeclared fields are reported to (undeclared.py), or None;
+    `unforeseen`: with a plan made from an earlier micro-batch (`spec.known_schemas`), the accumulator a record the
+    plan does not foresee is reported to (replan.py: the task then flattens nothing more), or None to raise
+    HoodieUnplannedInputError."""
 
     spec: events.TopicSpec
+    undeclared_fields: Any = None
+    unforeseen: Any = None
 
     @property
     def schema(self):
@@ -186,34 +193,45 @@ class Flatten:
 
     @in_task
     def __call__(self, batches):
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            table = pa.Table.from_batches([batch])
-            if self.spec.known_schemas is not None and not pc.all(pc.equal(table["topic"], self.spec.topic)).as_py():
-                raise HoodieUnplannedInputError(f"a topic other than {self.spec.topic!r} in the micro-batch")
-            table = events.flatten(table, self.spec)
-            if table.num_rows:
-                yield from table.to_batches()
+        found: set = set()
+        try:
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                table = pa.Table.from_batches([batch])
+                if self.spec.known_schemas is not None:
+                    row = replan.first_unforeseen(table, self.spec)
+                    if row is not None:
+                        replan.report(self.unforeseen, table, row, self.spec)
+                        for _rest in batches:  # read, not flattened: the micro-batch is planned again
+                            pass
+                        return
+                table = events.flatten(table, self.spec, found)
+                if table.num_rows:
+                    yield from table.to_batches()
+        finally:
+            undeclared.report(self.undeclared_fields, self.spec.topic, found)
 
 
-def flatten_topic(records, spec):
+def flatten_topic(records, spec, undeclared_fields=None):
     """The DataFrame of a topic's rows from `kafka_records` columns (all topics or that topic's; with a plan made
-    from earlier micro-batches, `spec.known_schemas`, all of them must be that topic's)."""
-    source, flatten = topic_source(records, spec)
+    from earlier micro-batches, `spec.known_schemas`, all of them must be that topic's). `undeclared_fields`: the
+    accumulator of the payloads' undeclared fields (Flatten)."""
+    source, flatten = topic_source(records, spec, undeclared_fields)
     return source.mapInArrow(flatten, _spark_schema(spec.schema))
 
 
-def topic_source(records, spec):
+def topic_source(records, spec, undeclared_fields=None, unforeseen=None):
     """(the Kafka records a topic's rows are made of, the mapInArrow function making them: Flatten), for
-    `flatten_topic` or a sink chaining the flatten to its key-by (HoodieStreamSink.write_chained)."""
+    `flatten_topic` or a sink chaining the flatten to its key-by (HoodieStreamSink.write_chained). The accumulators:
+    Flatten's."""
     from pyspark.sql import functions as F
 
     if spec.known_schemas is not None:
         if spec.value_format == "json" and spec.value_schema is None and spec.known_schemas:
             records = _cut_by_schema(records, spec.known_schemas)
-        return records, Flatten(spec)
-    return records.where(F.col("topic") == spec.topic), Flatten(spec)
+        return records, Flatten(spec, undeclared_fields, unforeseen)
+    return records.where(F.col("topic") == spec.topic), Flatten(spec, undeclared_fields)
 
 
 def _cut_by_schema(records, known):

@@ -34,7 +34,9 @@ from ..storage import storage_for
 from ..streaming_sink.batch_metrics import METRICS_SCHEMA
 from ..streaming_sink.sink import HoodieStreamSink
 from . import avro_envelope, ddl, events, kafka
+from .replan import Unforeseen
 from .schema_registry import SchemaRegistry
+from .undeclared import UndeclaredFields
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -134,6 +136,8 @@ class DebeziumSink:
             self._table_options(topic, ["id"])
         self._sinks: dict[str, HoodieStreamSink] = {}
         self._planned = None  # (topic, TopicSpec) when the last micro-batch held that topic alone
+        self._undeclared = UndeclaredFields()  # payload fields the schemas do not declare, logged once each
+        self._unforeseen = Unforeseen()  # the first message a micro-batch's plan does not foresee (replan.py)
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -212,16 +216,32 @@ class DebeziumSink:
 
     # -- the micro-batch -----------------------------------------------------------------------------------------
     def __call__(self, df: "DataFrame", batch_id: int) -> None:
+        try:
+            self._write(df, batch_id)
+        finally:
+            self._undeclared.log_new()
+
+    def _write(self, df, batch_id):
         if self._planned is not None:  # the topic and schemas of the last micro-batch: written in one pass
             topic, spec = self._planned
+            self._planned = None
+            records = kafka.kafka_records(df, self.value_format)
+            unforeseen = self._unforeseen.start(df.sparkSession.sparkContext)
+            source, flatten = kafka.topic_source(records, spec, self._fields(df), unforeseen)
             try:
-                source, flatten = kafka.topic_source(kafka.kafka_records(df, self.value_format), spec)
-                self._sink(topic, spec.key_fields).write_chained(source, flatten, batch_id)
-                return
-            except HoodieUnplannedInputError as e:
+                self._sink(topic, spec.key_fields).write_chained(
+                    source, flatten, batch_id, lambda: self._unforeseen.reason(topic)
+                )
+            except HoodieUnplannedInputError as e:  # a message of a new topic or schema: nothing was committed
                 log.info("micro-batch %s planned again: %s", batch_id, e)
-                self._planned = None
+            else:
+                self._planned = (topic, spec)
+                return
         self._write_planned(df, batch_id)
+
+    def _fields(self, df):
+        """The accumulator the tasks report the payloads' undeclared fields to (undeclared.py)."""
+        return self._undeclared.accumulator(df.sparkSession.sparkContext)
 
     def _write_planned(self, df, batch_id):
         """The micro-batch read once (kept on the executors), its topics and schemas found by one small job, then
@@ -237,7 +257,8 @@ class DebeziumSink:
             plans = [(topic, spec) for topic, spec in plans if spec is not None]
             if len(plans) == 1:  # one table: its own commit is atomic, the events are decoded as it writes them
                 topic, spec = plans[0]
-                self._sink(topic, spec.key_fields).write_chained(*kafka.topic_source(records, spec), batch_id)
+                source, flatten = kafka.topic_source(records, spec, self._fields(df))
+                self._sink(topic, spec.key_fields).write_chained(source, flatten, batch_id)
                 if len(found) == 1:  # the next micro-batch of this topic and schemas goes in one pass
                     known = tuple(t for t, _ in found[topic]["schemas"]) + tuple(
                         str(i) for i, _ in found[topic][kafka.VALUE_ID]
@@ -247,7 +268,7 @@ class DebeziumSink:
             # several tables: every topic is decoded (and kept on the executors) before any table is written, so
             # that a message that cannot be read stops the micro-batch with no table changed
             for topic, spec in plans:
-                rows = kafka.flatten_topic(records, spec).persist(StorageLevel.MEMORY_AND_DISK)
+                rows = kafka.flatten_topic(records, spec, self._fields(df)).persist(StorageLevel.MEMORY_AND_DISK)
                 flattened.append((topic, spec, rows))
                 with _task_errors():
                     rows.count()

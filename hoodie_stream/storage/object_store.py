@@ -110,13 +110,33 @@ def _client_settings(options):
     return config, client, retry
 
 
+def endpoint_of(kind, uri, options):
+    """The endpoint a store's requests go to, as messages name it: the configured one (a URL's user info left out),
+    else the store's public endpoint."""
+    for key in ("aws_endpoint_url", "aws_endpoint", "google_endpoint", "azure_endpoint"):
+        if options.get(key):
+            return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1", str(options[key]).rstrip("/"))
+    if kind == "s3":
+        return f"https://s3.{options.get('aws_region') or 'us-east-1'}.amazonaws.com"
+    if kind == "gcs":
+        return "https://storage.googleapis.com"
+    if str(options.get("azure_storage_use_emulator", "")).lower() == "true":
+        return "http://127.0.0.1:10000"
+    rest = uri.split("://", 1)[1]
+    if "@" in rest.split("/", 1)[0]:  # abfss://container@account.dfs.core.windows.net
+        return "https://" + rest.split("/", 1)[0].split("@", 1)[1]
+    account = options.get("azure_storage_account_name") or rest.split("/", 1)[0]
+    return f"https://{account.split('.', 1)[0]}.blob.core.windows.net"
+
+
 class _RangeReader(io.RawIOBase):
     """obstore's ReadableFile (range GETs through a buffer) as the raw file pyarrow's PythonFile needs."""
 
-    def __init__(self, reader, on_read):
+    def __init__(self, reader, on_read, on_error):
         super().__init__()
         self._reader = reader
         self._on_read = on_read
+        self._on_error = on_error  # the HoodieError of a failed range GET (ObjectStorage._fail)
 
     def readable(self):
         return True
@@ -125,14 +145,20 @@ class _RangeReader(io.RawIOBase):
         return True
 
     def readinto(self, buffer):
-        data = self._reader.read(len(buffer))
+        try:
+            data = self._reader.read(len(buffer))
+        except Exception as exc:
+            raise self._on_error(exc) from None
         n = len(data)
         memoryview(buffer).cast("B")[:n] = memoryview(data)
         self._on_read(n)
         return n
 
     def seek(self, offset, whence=io.SEEK_SET):
-        return self._reader.seek(offset, whence)
+        try:
+            return self._reader.seek(offset, whence)
+        except Exception as exc:
+            raise self._on_error(exc) from None
 
     def tell(self):
         return self._reader.tell()
@@ -213,8 +239,9 @@ class ObjectStorage(Storage):
 
         where = self.uri_of(path)
         text = str(exc)
+        at = redact(f"endpoint {endpoint_of(self.kind, self.uri, self.options)}", self.options)
         if "NoSuchBucket" in text or "ContainerNotFound" in text or "bucket does not exist" in text.lower():
-            return HoodieStorageError(where, f"{op} failed: the bucket does not exist ({self._reason(exc)})")
+            return HoodieStorageError(where, f"{op} failed: the bucket does not exist ({self._reason(exc)}; {at})")
         if isinstance(exc, FileNotFoundError):  # obstore raises its NotFoundError as one
             return HoodieObjectNotFoundError(where, "does not exist")
         if isinstance(exc, oe.AlreadyExistsError):
@@ -223,15 +250,15 @@ class ObjectStorage(Storage):
             return HoodieObjectChangedError(where, "changed since it was read; not replaced")
         reason = self._reason(exc)
         if isinstance(exc, (oe.PermissionDeniedError, oe.UnauthenticatedError)) or _REFUSED.search(reason):
-            return HoodieStorageError(where, f"{op} refused: {reason} (check the credentials in storage_options)")
+            return HoodieStorageError(where, f"{op} refused: {reason} ({at}; check the credentials in storage_options)")
         if op == "stat" and reason.startswith("400") and not _CODE.search(text):
             # a HEAD answer has no body to name the error: S3 refuses an invalid or expired session token so
             return HoodieStorageError(
                 where,
                 f"{op} refused: {reason}, without a reason (the answer to a HEAD has none; an invalid or expired "
-                "session token is refused so): check the credentials in storage_options",
+                f"session token is refused so): check the credentials in storage_options ({at})",
             )
-        return HoodieStorageError(where, f"{op} failed: {reason}")
+        return HoodieStorageError(where, f"{op} failed: {reason} ({at})")
 
     def _call(self, kind, op, path, fn, *args, **kwargs):
         self.requests[kind] += 1
@@ -248,10 +275,7 @@ class ObjectStorage(Storage):
 
     # -- reading ---------------------------------------------------------------------------------------------
     def read(self, path):
-        import obstore
-
-        result = self._call("GET", "read", path, obstore.get, self._key(path))
-        return bytes(result.bytes())
+        return bytes(self._call("GET", "read", path, _get, self._key(path))[0])
 
     def read_range(self, path, offset, length):
         import obstore
@@ -268,11 +292,8 @@ class ObjectStorage(Storage):
             raise
 
     def read_version(self, path):
-        import obstore
-
-        result = self._call("GET", "read", path, obstore.get, self._key(path))
-        meta = result.meta
-        return bytes(result.bytes()), _version(meta)
+        data, meta = self._call("GET", "read", path, _get, self._key(path))
+        return bytes(data), _version(meta)
 
     def open_input(self, path):
         """The object in memory (one GET) when it is small, else a seekable reader issuing range GETs."""
@@ -281,7 +302,7 @@ class ObjectStorage(Storage):
 
         size = self.size(path)
         if size <= WHOLE_READ_MAX:
-            data = self._call("GET", "read", path, obstore.get, self._key(path)).bytes()
+            data, _meta = self._call("GET", "read", path, _get, self._key(path))
             return pa.BufferReader(pa.py_buffer(memoryview(data)))
         buffer = 4 << 20
         try:
@@ -292,7 +313,11 @@ class ObjectStorage(Storage):
         def count(n):  # one ranged GET per buffer refill
             self.requests["GET"] += max(1, -(-n // buffer)) if n else 0
 
-        return pa.PythonFile(io.BufferedReader(_RangeReader(reader, count), buffer_size=1 << 20), mode="r")
+        def failed(exc):
+            return self._fail(exc, path, "read")
+
+        raw = _RangeReader(reader, count, failed)
+        return pa.PythonFile(io.BufferedReader(raw, buffer_size=1 << 20), mode="r")
 
     def head(self, path):
         import obstore
@@ -477,6 +502,15 @@ class ObjectStorage(Storage):
     def child(self, path):
         key = self._key(path)
         return ObjectStorage(join(self.uri, key) if key else self.uri, self.options, self.local_cache)
+
+
+def _get(store, key):
+    """(the object's bytes, obstore's Bytes, and its metadata): the GET and the reading of its body, whose failure
+    (the network cut while the body arrives) is the request's."""
+    import obstore
+
+    result = obstore.get(store, key)
+    return result.bytes(), result.meta
 
 
 def _put_file(store, key, spool, chunk_size):

@@ -34,7 +34,7 @@ from ..checkpoints import index_state, recovery
 from ..checkpoints.batch_checkpoint import last_batch_id, writer_identifier
 from ..compaction.plan import pending_file_groups
 from ..compaction.service import TableServices
-from ..errors import HoodieConfigError, HoodieError, HoodieTableError
+from ..errors import HoodieConfigError, HoodieError, HoodieTableError, HoodieUnplannedInputError
 from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema
 from ..format.merge import merge_mode
 from ..format.metadata_table import remove_metadata_table
@@ -172,15 +172,19 @@ class HoodieStreamSink:
     def __call__(self, df: "DataFrame", batch_id: int) -> None:
         self._micro_batch(df, batch_id)
 
-    def write_chained(self, source: "DataFrame", transform, batch_id: int) -> None:
+    def write_chained(self, source: "DataFrame", transform, batch_id: int, unplanned=None) -> None:
         """Writes as one micro-batch the rows `transform` makes of `source`: a picklable mapInArrow function
         (RecordBatches in, RecordBatches of its Arrow `schema` out; a Debezium topic's flatten). The transform runs
         chained to key-by, in its task: its rows never go back to the JVM before they are keyed. A micro-batch that
-        is bulk inserted, or whose columns the table casts, runs it as a stage of its own."""
+        is bulk inserted, or whose columns the table casts, runs it as a stage of its own. `unplanned`: a function
+        called on the driver once the tasks have run, before the commit, returning why the input was not what the
+        transform was planned for (the transform's tasks having stopped without failing), or None; a reason
+        abandons the micro-batch's instant (rolled back, or removed when it wrote no file) and raises
+        HoodieUnplannedInputError with it, for the caller to plan the micro-batch again."""
         from pyspark.sql.pandas.types import from_arrow_schema
 
         df = source.mapInArrow(transform, from_arrow_schema(transform.schema))
-        self._micro_batch(df, batch_id, (df, source, transform))
+        self._micro_batch(df, batch_id, (df, source, transform), unplanned=unplanned)
 
     def write_once(self, df: "DataFrame", mode: str = "append") -> coordinator.BatchResult:
         """Write DataFrame `df` as one commit outside any streaming query (a batch write: `batch_write.write`): the
@@ -191,7 +195,7 @@ class HoodieStreamSink:
         self._micro_batch(df, None, mode=mode)
         return self.last_result or coordinator.BatchResult()
 
-    def _micro_batch(self, df, batch_id, chained=None, mode="append"):
+    def _micro_batch(self, df, batch_id, chained=None, mode="append", unplanned=None):
         """One micro-batch (`batch_id` None: a batch write, `write_once`)."""
         self._seconds, self._mark, self._bulk_batch, self._chain_jobs = {}, time.monotonic(), False, None
         spark = df.sparkSession
@@ -206,7 +210,7 @@ class HoodieStreamSink:
                 return
             with self.services.ingesting():  # (FIFO mode) async compaction starts no new task meanwhile
                 try:
-                    self._write_batch(df, batch_id, chained)
+                    self._write_batch(df, batch_id, chained, unplanned)
                 except BaseException:
                     self._undo_failed_creation()
                     raise
@@ -223,7 +227,7 @@ class HoodieStreamSink:
         except Exception:  # the batch is committed: what it measured never fails it
             log.warning("%s: recording the metrics of batch %s failed", self.path, batch_id, exc_info=True)
 
-    def _write_batch(self, df, batch_id, chained=None):
+    def _write_batch(self, df, batch_id, chained=None, unplanned=None):
         self.last_result = None
         spark = df.sparkSession
         identifier = writer_identifier(self.options.checkpoint_identifier, _query_id(spark))
@@ -273,6 +277,10 @@ class HoodieStreamSink:
                 if mine is not None:
                     raise mine from None
                 raise
+        reason = unplanned() if unplanned is not None else None
+        if reason is not None:  # the tasks stopped at input their transform was not planned for: nothing commits
+            _abort(txn)
+            raise HoodieUnplannedInputError(reason)
         if not stats and not index_state.instant_has_files(writer.storage, txn.instant):
             coordinator.discard_empty(txn)
             self._lap("commit")
