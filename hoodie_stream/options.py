@@ -317,6 +317,20 @@ class CompactionOptions:
         aliases=("hoodie.keep.max.commits",),
     )
     archival_batch: int = option("hoodie.commits.archival.batch", "10", integer(), "records per archive log block")
+    # on by default here (Hudi: false, for HDFS, whose archive log files are appended to): this project's storage
+    # never appends, so without merging every archiving run leaves one more file (compaction/archive_merge.py)
+    archive_merge: bool = option(
+        "hoodie.archive.merge.enable", "true", boolean, "merge small archive files into one (archive_merge.py)"
+    )
+    archive_merge_files: int = option(
+        "hoodie.archive.merge.files.batch.size", "10", integer(2), "small archive files merged at once"
+    )
+    archive_merge_small_bytes: int = option(
+        "hoodie.archive.merge.small.file.limit.bytes",
+        str(20 * 1024 * 1024),
+        integer(),
+        "archive files up to this size are merged",
+    )
 
     def __post_init__(self) -> None:
         if self.keep_max_commits <= self.keep_min_commits:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from hoodie_stream import DebeziumSink, HoodieStreamSink, HoodieTable, write
 from hoodie_stream.cli.rollback import rollback
 from hoodie_stream.compaction.offline import clean_table, compact_table
+from hoodie_stream.format.archived_timeline import archive_files
 from hoodie_stream.format.timeline import Timeline
 from hoodie_stream.storage import storage_for
 
@@ -196,7 +197,8 @@ def rolled_back(spark, path):
 
 def archived(spark, path):
     """Inline compaction every 2 delta commits, cleaning keeping 2 commits and archiving keeping 3 to 5: after 9
-    micro-batches the oldest instants (a compaction among them) are in `.hoodie/archived/`."""
+    micro-batches the oldest instants (a compaction among them) are in `.hoodie/archived/`, its small archive files
+    merged."""
     opts = {
         "compaction.schedule.enabled": "true",
         "compaction.async.enabled": "false",
@@ -204,12 +206,15 @@ def archived(spark, path):
         "clean.retain_commits": "2",
         "hoodie.keep.min.commits": "3",
         "hoodie.keep.max.commits": "5",
+        "hoodie.archive.merge.files.batch.size": "2",  # every two small archive files are merged
     }
     more = [(_rows([n % 16, 16 + n], 50 + n, f"e{n}-"), DDL_DELETE) for n in range(5)]
     _batches(spark, path, opts, _upserts_and_deletes() + more)
     table = HoodieTable(path)
     archived = table.archived_timeline().completed(["commit", "deltacommit"])
     assert len(archived) >= 4 and len(table.timeline.commits_timeline()) <= 5, "the table was not archived"
+    versions = [v for v, _info in archive_files(table.storage)]
+    assert len(versions) < max(versions), f"no archive files were merged: {versions}"
 
 
 def batch_writes(spark, path):

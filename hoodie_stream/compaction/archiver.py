@@ -21,6 +21,8 @@ How (`archive`): the chosen instants' marker directories are deleted, their reco
 first, then completed files in ascending order, so that the active timeline stays a contiguous suffix. A run
 interrupted by a crash is finished by the next one: an active instant whose completed record the archive holds
 already (a crash before its files were deleted) is not written again, only deleted, the older leftovers first.
+Then small archive files are merged (`hoodie.archive.merge.enable`, archive_merge.py); a merge a crash interrupted
+is settled first.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from ..format.table_config import TableConfig
 from ..format.timeline import HOODIE_DIR, Timeline
 from ..options import CompactionOptions
 from ..storage import FileInfo, Storage, storage_for
+from .archive_merge import finish_interrupted_merge, merge_small_archive_files
 from .clean import clean
 
 log = logging.getLogger(__name__)
@@ -226,6 +229,7 @@ def archive(
     if not chosen:  # what a crashed run left stays until the next run that archives (its instants are the oldest)
         return []
     folder = TableConfig.load(storage).props.get("hoodie.archivelog.folder") or "archived"
+    finish_interrupted_merge(storage, folder)
     by_key = {(i.timestamp, i.action): i for i in timeline.completed()}
     leftovers = _archived_leftovers(storage, folder, set(by_key))
     done = {key for hits in leftovers for key in hits}
@@ -245,6 +249,10 @@ def archive(
     for group in [[by_key[k] for k in hits] for hits in leftovers] + [new]:
         _delete(timeline, files, group)
         moved += group
+    if path is not None and opts.archive_merge:
+        merge_small_archive_files(
+            storage, folder, opts.archive_merge_files, opts.archive_merge_small_bytes, opts.archival_batch
+        )
     return moved
 
 

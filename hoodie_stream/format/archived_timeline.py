@@ -6,7 +6,8 @@ header entry is SCHEMA, the exact `HoodieArchivedMetaEntry` schema text of Hudi 
 requested, inflight or completed file; the files of one instant adjacent, in that order) and carries, besides the
 instant time, action, state and the file's modification time (`stateTransitionTime`), that file's content converted
 as Hudi's MetadataConversionUtils converts it (`meta_entry`). A higher version holds newer instants: each archiving
-run writes one new file with the next version; files are never rewritten.
+run writes one new file with the next version; files are never rewritten, but small ones are merged into a new
+file of the next version (compaction/archive_merge.py).
 
 Readers (`ArchivedTimeline`) take every record of every file, so an instant archived twice (a run interrupted
 after its file was written) is listed once.
@@ -215,11 +216,18 @@ def write_archive_file(
     storage = storage_for(storage)
     if not entries:
         return None
-    blocks = encode_archive_blocks(entries, batch_size)
     versions = [v for v, _ in archive_files(storage, folder)]
     path = f"{archive_dir(folder)}/{archive_file_name(max(versions, default=0) + 1)}"
     storage.make_dirs(archive_dir(folder))
-    write_log_file(storage, path, blocks)
+    return write_archive_entries(storage, path, entries, batch_size)
+
+
+def write_archive_entries(
+    storage: Storage, path: str, entries: Sequence[dict[str, Any]], batch_size: int = BATCH_SIZE
+) -> str:
+    """Write `entries` (meta entries, or records read from archive files) as the archive file `path`, created whole
+    or not at all, never over another file. Returns `path`."""
+    write_log_file(storage, path, encode_archive_blocks(entries, batch_size))
     return path
 
 

@@ -348,7 +348,14 @@ DELETE_RECORD_LIST_SCHEMA = _delete_record_list(
     ]
 )
 
+HOODIE_MERGE_ARCHIVE_FILE_PLAN = _record(
+    "HoodieMergeArchiveFilePlan",
+    [_opt("candidate", _array(S)), _opt("mergedArchiveFileName", S)],
+    top=True,
+)
+
 SCHEMAS = {
+    "HoodieMergeArchiveFilePlan": HOODIE_MERGE_ARCHIVE_FILE_PLAN,
     "HoodieCompactionPlan": HOODIE_COMPACTION_PLAN,
     "HoodieCleanerPlan": HOODIE_CLEANER_PLAN,
     "HoodieCleanMetadata": HOODIE_CLEAN_METADATA,
