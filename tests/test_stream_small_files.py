@@ -9,8 +9,8 @@ from pyspark.sql import functions as F
 from hoodie_stream import HoodieStreamSink, HoodieTable
 from hoodie_stream.format.fs_view import FileSystemView
 
-MAX_FILE = 1024 * 1024
-BATCHES = 60
+MAX_FILE = 512 * 1024
+BATCHES = 30
 PER_BATCH = 1000
 
 
