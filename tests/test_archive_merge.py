@@ -49,18 +49,20 @@ def test_the_newest_small_files_are_merged_into_the_next_version_in_order(tmp_pa
     before = read_archive_records(storage)
     big = archive_files(storage)[2][1].size
     limit = big - 1
-    assert merge_small_archive_files(storage, "archived", 5, limit, 10) is None  # 4 small files after the large one
+    assert merge_small_archive_files(storage, "archived", 5, limit) is None  # 4 small files after the large one
     assert [v for v, _ in archive_files(storage)] == [1, 2, 3, 4, 5, 6, 7]
-    path = merge_small_archive_files(storage, "archived", 4, limit, 3)
+    copied = b"".join(storage.read(info.path) for _v, info in archive_files(storage)[3:])
+    path = merge_small_archive_files(storage, "archived", 4, limit)
+    assert storage.read(path) == copied  # the candidates' blocks, as they were
     assert path == f"{ARCHIVED}/.commits_.archive.8_1-0-1"
     assert [v for v, _ in archive_files(storage)] == [1, 2, 3, 8]
     assert _keys(read_archive_records(storage)) == _keys(before)  # the same records, in the same order
     assert read_archive_records(storage) == before
     assert not storage.exists(f"{ARCHIVED}/{PLAN_NAME}")
     # with a limit above every size, all of them (the merged file too is small), once they are 5
-    assert merge_small_archive_files(storage, "archived", 5, big * 10, 10) is None
+    assert merge_small_archive_files(storage, "archived", 5, big * 10) is None
     write_archive_file(storage, [_entry("20250102000000000")])
-    merged = merge_small_archive_files(storage, "archived", 5, big * 10, 10)
+    merged = merge_small_archive_files(storage, "archived", 5, big * 10)
     assert merged == f"{ARCHIVED}/.commits_.archive.10_1-0-1" and [v for v, _ in archive_files(storage)] == [10]
     assert _keys(read_archive_records(storage)) == _keys(before) + [("20250102000000000", "deltacommit", "COMPLETED")]
 
@@ -74,7 +76,7 @@ def test_the_plan_is_hudis_merge_plan(tmp_path):
 
     storage = KeepPlan(str(tmp_path))
     _archive_with_files(storage, [1, 1])
-    merge_small_archive_files(storage, "archived", 2, 1 << 20, 10)
+    merge_small_archive_files(storage, "archived", 2, 1 << 20)
     plan = read_container(storage.read(f"{ARCHIVED}/{PLAN_NAME}"))
     assert plan == {
         "candidate": [storage.uri_of(f"{ARCHIVED}/.commits_.archive.{v}_1-0-1") for v in (1, 2)],
@@ -93,7 +95,7 @@ def test_an_interrupted_merge_shows_every_instant_once_and_is_settled_by_the_nex
         root = tmp_path / f"crash{budget}"
         _archive_with_files(LocalStorage(str(root)), sizes)
         try:
-            merge_small_archive_files(CrashingStorage(str(root), budget), "archived", 4, 1 << 20, 10)
+            merge_small_archive_files(CrashingStorage(str(root), budget), "archived", 4, 1 << 20)
             finished = True
         except Crash:
             finished = False

@@ -3,7 +3,7 @@
 Every archiving run writes one new archive file (this project's storage, local or object store, never appends to a
 file): without merging, `.hoodie/archived/` would gain a file per run for the table's whole life. After a run wrote
 its file, when the newest archive files up to the first one over `hoodie.archive.merge.small.file.limit.bytes` are
-at least `hoodie.archive.merge.files.batch.size`, their records are written into one new file (the next version, so
+at least `hoodie.archive.merge.files.batch.size`, their blocks are written into one new file (the next version, so
 versions still follow the instants' order) and they are deleted. The files in `archived/` then stay below that
 batch size plus one per 20 MB of archived history.
 
@@ -19,14 +19,11 @@ from __future__ import annotations
 
 import logging
 
-from ..format.archived_timeline import (
-    archive_dir,
-    archive_file_name,
-    archive_files,
-    read_archive_file,
-    write_archive_entries,
-)
+from ..format.archived_timeline import archive_dir, archive_file_name, archive_files
 from ..format.avro_models import read_container, write_container
+from ..format.log_block import BlockType
+from ..format.log_reader import read_log_file
+from ..format.log_writer import write_log_file
 from ..storage import Storage
 
 log = logging.getLogger("hoodie_stream.compaction")
@@ -67,9 +64,7 @@ def finish_interrupted_merge(storage: Storage, folder: str) -> None:
     storage.delete(plan_path)
 
 
-def merge_small_archive_files(
-    storage: Storage, folder: str, batch_files: int, small_bytes: int, records_per_block: int
-) -> str | None:
+def merge_small_archive_files(storage: Storage, folder: str, batch_files: int, small_bytes: int) -> str | None:
     """Merge the newest archive files up to the first one over `small_bytes` when they are at least `batch_files`
     (Hudi's mergeArchiveFilesIfNecessary). Returns the merged file's path, None when nothing was merged."""
     files = archive_files(storage, folder)  # oldest version first
@@ -84,10 +79,17 @@ def merge_small_archive_files(
     name = archive_file_name(files[-1][0] + 1)
     plan = {"candidate": [storage.uri_of(info.path) for info in candidates], "mergedArchiveFileName": name}
     storage.create(_plan_path(folder), write_container(PLAN_MODEL, plan))
-    records = []
-    for info in candidates:
-        records += read_archive_file(storage, info.path)
-    path = write_archive_entries(storage, f"{archive_dir(folder)}/{name}", records, records_per_block)
+    # the candidates' AVRO_DATA blocks, copied as they are (Hudi decodes their records and encodes them again in
+    # blocks of hoodie.commits.archival.batch: the same records in the same order; readers take blocks alike).
+    # Decoding would hold every record of up to 20 MB of archive as Python objects on the driver.
+    blocks = [
+        block
+        for info in candidates
+        for block in read_log_file(storage, info.path)
+        if block.block_type == BlockType.AVRO_DATA  # (a torn block is skipped, as readers skip it)
+    ]
+    path = f"{archive_dir(folder)}/{name}"
+    write_log_file(storage, path, blocks)
     for info in candidates:
         storage.delete(info.path)
     storage.delete(_plan_path(folder))

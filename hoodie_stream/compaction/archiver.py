@@ -250,9 +250,7 @@ def archive(
         _delete(timeline, files, group)
         moved += group
     if path is not None and opts.archive_merge:
-        merge_small_archive_files(
-            storage, folder, opts.archive_merge_files, opts.archive_merge_small_bytes, opts.archival_batch
-        )
+        merge_small_archive_files(storage, folder, opts.archive_merge_files, opts.archive_merge_small_bytes)
     return moved
 
 

@@ -219,14 +219,6 @@ def write_archive_file(
     versions = [v for v, _ in archive_files(storage, folder)]
     path = f"{archive_dir(folder)}/{archive_file_name(max(versions, default=0) + 1)}"
     storage.make_dirs(archive_dir(folder))
-    return write_archive_entries(storage, path, entries, batch_size)
-
-
-def write_archive_entries(
-    storage: Storage, path: str, entries: Sequence[dict[str, Any]], batch_size: int = BATCH_SIZE
-) -> str:
-    """Write `entries` (meta entries, or records read from archive files) as the archive file `path`, created whole
-    or not at all, never over another file. Returns `path`."""
     write_log_file(storage, path, encode_archive_blocks(entries, batch_size))
     return path
 
