@@ -31,13 +31,7 @@ import datetime
 import logging
 from collections.abc import Sequence
 
-from ..format.archived_timeline import (
-    ArchivedTimeline,
-    archive_files,
-    meta_entry,
-    read_archive_file,
-    write_archive_file,
-)
+from ..format.archived_timeline import archive_files, meta_entry, read_archive_keys, write_archive_file
 from ..format.instant import (
     CLEAN,
     COMMIT,
@@ -208,10 +202,8 @@ def _archived_leftovers(storage: Storage, folder: str, active: set[tuple[str, st
     only the newest files can hold any)."""
     found: list[list[tuple[str, str]]] = []
     for _version, info in reversed(archive_files(storage, folder)):
-        records = ArchivedTimeline.of(read_archive_file(storage, info.path))
-        hits = sorted(
-            (ts, action) for ts, action, state in records.records if state == COMPLETED and (ts, action) in active
-        )
+        keys = read_archive_keys(storage, info.path)
+        hits = sorted({(ts, action) for ts, action, state in keys if state == COMPLETED and (ts, action) in active})
         if not hits:
             break
         found.insert(0, hits)
