@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+from hoodie_stream.format import fs_view, timeline
 from hoodie_stream.local_spark import local_session_builder
 from locations import Location
 from s3_server import s3_server, s3_table  # noqa: F401  (fixtures: an S3-compatible server on loopback, moto)
@@ -40,6 +41,16 @@ def fixture_table(tmp_path):
         return unzip_table(zip_path, tmp_path / Path(name).stem)
 
     return make
+
+
+@pytest.fixture
+def shared(monkeypatch):
+    """The process-wide caches on for local tables too (they are on for object stores only by default)."""
+    monkeypatch.setattr(timeline, "SHARED", True)
+    monkeypatch.setattr(fs_view, "SHARED", True)
+    yield
+    timeline.invalidate()
+    fs_view.invalidate()
 
 
 @pytest.fixture(params=["local", "s3"])

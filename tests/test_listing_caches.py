@@ -4,7 +4,6 @@ commits, compactions, cleans, rollbacks) and the bucket assigner's one listing o
 with what an uncached read of the same table gives, after writes, a rollback, compactions and cleans."""
 
 import pyarrow as pa
-import pytest
 
 from hoodie_stream import HoodieStreamSink
 from hoodie_stream.bucket_assign import assigner
@@ -17,16 +16,6 @@ from hoodie_stream.storage import LocalStorage
 from stream_model import OPTIONS, events_df, generate_batches
 
 SCHEMA = pa.schema([("id", pa.int64()), ("city", pa.string()), ("ts", pa.int64())])
-
-
-@pytest.fixture
-def shared(monkeypatch):
-    """The process-wide caches on for local tables too (they are on for object stores only by default)."""
-    monkeypatch.setattr(timeline, "SHARED", True)
-    monkeypatch.setattr(fs_view, "SHARED", True)
-    yield
-    timeline.invalidate()
-    fs_view.invalidate()
 
 
 def uncached_timeline(base, monkeypatch):

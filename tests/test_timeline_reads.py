@@ -5,11 +5,10 @@ content, also when its file completed while a newer instant was pending, so that
 it)."""
 
 import pyarrow as pa
-import pytest
 
 from hoodie_stream.checkpoints import index_state, recovery
 from hoodie_stream.compaction.plan import should_schedule
-from hoodie_stream.format import fs_view, timeline
+from hoodie_stream.format import timeline
 from hoodie_stream.format.avro_models import write_container
 from hoodie_stream.format.commit_metadata import CommitMetadata
 from hoodie_stream.format.instant import Instant
@@ -34,16 +33,6 @@ class CountingStorage(LocalStorage):
         if folder == ".hoodie" and Instant.from_file_name(name) is not None:
             self.reads.append(path)
         return super().read(path)
-
-
-@pytest.fixture
-def shared(monkeypatch):
-    """The process-wide timeline cache on for local tables too (on for object stores only by default)."""
-    monkeypatch.setattr(timeline, "SHARED", True)
-    monkeypatch.setattr(fs_view, "SHARED", True)
-    yield
-    timeline.invalidate()
-    fs_view.invalidate()
 
 
 def delta_commit(storage, n, before_commit=None):
