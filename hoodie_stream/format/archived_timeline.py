@@ -225,19 +225,6 @@ def write_archive_file(
 
 
 # -- reading ------------------------------------------------------------------------------------------------------
-def _plain(value: Any, t: pa.DataType) -> Any:
-    """An Arrow to_pylist value with maps as dicts (they come as lists of pairs)."""
-    if value is None:
-        return None
-    if pa.types.is_map(t):
-        return {k: _plain(v, t.item_type) for k, v in value}
-    if pa.types.is_struct(t):
-        return {f.name: _plain(value.get(f.name), f.type) for f in t}
-    if pa.types.is_list(t):
-        return [_plain(v, t.value_type) for v in value]
-    return value
-
-
 @functools.lru_cache(maxsize=8)
 def _parsed_schema(text: str) -> Any:
     return fastavro.parse_schema(json.loads(text))
@@ -255,10 +242,6 @@ def decode_archive_block(block: LogBlock) -> list[dict[str, Any]]:
 
 def _record(data: memoryview, writer: Any, reader: Any = None) -> dict[str, Any]:
     return cast(dict[str, Any], fastavro.schemaless_reader(io.BytesIO(data), writer, reader))
-
-
-def _row(row: dict[str, Any], schema: pa.Schema) -> dict[str, Any]:
-    return {f.name: _plain(row.get(f.name), f.type) for f in schema}
 
 
 # the reader schema of `read_archive_keys`: a record's instant alone (fastavro skips the other fields)
