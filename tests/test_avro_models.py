@@ -50,6 +50,10 @@ def test_fixture_rollback_values(fixture_table):
 
 def _records(name):
     return {
+        "HoodieMergeArchiveFilePlan": {
+            "candidate": ["file:/t/.hoodie/archived/.commits_.archive.1_1-0-1"],
+            "mergedArchiveFileName": ".commits_.archive.2_1-0-1",
+        },
         "HoodieCompactionPlan": {
             "operations": [
                 {
