@@ -24,7 +24,10 @@ Sampled per batch (one row per batch in `samples.csv` of the work directory):
 - on `--location s3` (the counting moto S3 server of the tests, `tests/s3_server.py`, in a process of its own: its
   memory is not the driver's): the requests the server answered from the start of the batch to the start of the
   next one (so async compaction and cleaning count with the batch they follow), by kind and by area of the table;
-  the benchmark's own listings are not counted.
+  the benchmark's own listings are not counted;
+- every 10 batches, the machine itself (`machine_probe`): the same Python loop and the same 8 small files written
+  and fsynced. A virtual machine's CPU and disk speed drift over hours; the probe shows when the latency moves
+  with them.
 
 Summary: windows of 100 batches (the baseline, batches 51-150, after the warm-up; checkpoints at 1k, 2k, 5k; the
 last 100): median latency, requests per batch (mean: a compaction every 5th batch counts), memory, files. The goals
@@ -104,6 +107,7 @@ COLUMNS = (
     + list(FILE_PARTS)
     + ["hoodie_files", "py_rss", "jvm_rss", "jvm_heap", "py_objects", "worker_max", "worker_sum", "requests"]
     + list(KINDS)
+    + ["probe_cpu", "probe_fsync"]
 )
 
 
@@ -401,6 +405,34 @@ class Samples:
         return found
 
 
+def machine_probe(work, files=8):
+    """(cpu seconds, fsync seconds) of a fixed workload: a pure-Python loop, and `files` small files written and
+    fsynced with their directory (what the sink's index state and log appends do per micro-batch). The same work
+    every time: its changes over a run are the machine's (CPU steal, disk latency), not the table's."""
+    t0 = time.perf_counter()
+    total = 0
+    for i in range(300_000):
+        total += i * i % 7
+    cpu = time.perf_counter() - t0
+    folder = os.path.join(work, "probe")
+    os.makedirs(folder, exist_ok=True)
+    payload = os.urandom(4096)
+    t0 = time.perf_counter()
+    for i in range(files):
+        name = os.path.join(folder, f"f{i}")
+        with open(name, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.remove(name)
+    return cpu, time.perf_counter() - t0
+
+
 def batch_frame(spark, work, table):
     d = os.path.join(work, "batch")
     shutil.rmtree(d, ignore_errors=True)
@@ -526,6 +558,8 @@ def run(args):
             row.update({k: sink._seconds.get(k) for k in STEPS})
             row["driver"] = sum(sink._seconds.get(k, 0.0) for k in STEPS if k != "chain")
             row.update(py_rss=rss_mb(os.getpid()), jvm_rss=rss_mb(java))
+            if b % 10 == 5:  # between batches, as the sink's background services run
+                row["probe_cpu"], row["probe_fsync"] = machine_probe(work)
             if b % 10 == 1 or b == first:
                 workers._scan()
             workers.samples.clear()
@@ -628,6 +662,9 @@ def progress(samples, b, n, files_parts):
         line += f", JVM heap after GC {heap:.0f} MB"
     if last.get("requests") is not None:
         line += f"; S3 requests/batch {_mean(recent, 'requests'):.1f}"
+    cpu, fsync = _median(recent, "probe_cpu"), _median(recent, "probe_fsync")
+    if cpu is not None:
+        line += f"; probe cpu {cpu * 1000:.0f} ms, fsync {fsync * 1000:.1f} ms"
     line += f"; ~{(elapsed - samples.rows[0]['elapsed']) / len(samples.rows) * (n - b) / 60:.0f} min left"
     print(line, flush=True)
 
@@ -661,6 +698,7 @@ def summarize(samples, args, areas, object_types):
     print(f"\n== summary: {n:,} batches, {samples.rows[-1]['elapsed'] / 60:.1f} min ==")
     head = f"  {'batches':<20} {'latency med':>11} {'p90':>7} {'driver':>7} {'.hoodie':>8} {'timeline':>8} {'archived':>8} "
     head += f"{'index':>6} {'markers':>7} {'other':>5} {'py MB':>6} {'JVM MB':>7} {'heap MB':>7} {'worker':>6}"
+    head += f" {'cpu ms':>6} {'fsync ms':>8}"
     if s3:
         head += f" {'req/batch':>9} " + " ".join(f"{k:>6}" for k in KINDS)
     print(head)
@@ -679,6 +717,8 @@ def summarize(samples, args, areas, object_types):
         line += f" {_median(rows, 'py_rss'):>6.0f} {_median(rows, 'jvm_rss'):>7.0f} "
         line += f"{heap:>7.0f}" if heap is not None else f"{'-':>7}"
         line += f" {_median(rows, 'worker_max') or 0:>6.0f}"
+        cpu, fsync = _median(rows, "probe_cpu"), _median(rows, "probe_fsync")
+        line += f" {cpu * 1000:>6.0f} {fsync * 1000:>8.1f}" if cpu is not None else f" {'-':>6} {'-':>8}"
         if s3:
             line += f" {_mean(rows, 'requests'):>9.1f} " + " ".join(f"{_mean(rows, k):>6.1f}" for k in KINDS)
         print(line)
@@ -708,6 +748,13 @@ def summarize(samples, args, areas, object_types):
         print(
             f"    of which the driver's own steps (all but the Spark job of the chain): {d1:.3f}s / {d0:.3f}s = "
             f"{d1 / d0:.2f}; the chain's Spark job {_median(last, 'chain'):.3f}s / {_median(base, 'chain'):.3f}s"
+        )
+    p0, p1 = _median(base, "probe_cpu"), _median(last, "probe_cpu")
+    s0, s1 = _median(base, "probe_fsync"), _median(last, "probe_fsync")
+    if p0 and s0:
+        print(
+            f"    the machine (machine_probe, the same work each time): CPU loop {p1 * 1000:.0f} ms / {p0 * 1000:.0f} ms"
+            f" = {p1 / p0:.2f}, 8 files fsynced {s1 * 1000:.1f} ms / {s0 * 1000:.1f} ms = {s1 / s0:.2f}"
         )
     half = n // 2
     f_half, f_end = samples.last_value("hoodie_files", half), samples.last_value("hoodie_files", n)
