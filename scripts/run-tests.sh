@@ -9,4 +9,6 @@ bash scripts/setup-hudi-oracle.sh  # Apache Hudi itself, the oracle of the `java
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 .venv/bin/python scripts/check_imports.py
-exec .venv/bin/python -m pytest -q --durations=30 "$@"
+# Two pytest-xdist workers (HOODIE_TEST_WORKERS; 0 runs in this process): each has its SparkSession; the java_hudi
+# tests all go to one worker (--dist loadgroup, their xdist_group), which starts the Hudi oracle's JVM once.
+exec .venv/bin/python -m pytest -q --durations=30 -n "${HOODIE_TEST_WORKERS:-2}" --dist loadgroup "$@"
