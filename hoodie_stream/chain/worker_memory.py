@@ -12,8 +12,9 @@ glibc with a fixed mmap threshold 253 MB. So:
   and unmapped as soon as they are freed);
 - `release()` (after flushes, and when a task ends) trims glibc's heap and asks Arrow's pool to return what it
   still holds.
+- `after_table_service()` does the same for the driver, after each round of the table services' thread.
 Where the C library is not glibc, only the pool changes. `hoodie.stream.worker.memory.release=false` leaves the
-workers' allocators alone.
+allocators of the workers and of the driver's table services alone.
 """
 
 import contextlib
@@ -53,11 +54,7 @@ def task(enabled=True):
     if not enabled:
         yield
         return
-    if not _threshold_set:
-        _threshold_set = True
-        libc = _glibc()
-        if libc is not None:
-            libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    fix_mmap_threshold()
     previous = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())
     _active += 1
@@ -69,11 +66,36 @@ def task(enabled=True):
         pa.set_memory_pool(previous)
 
 
-def release(force=False):
-    """Give the free pages of Arrow's pool and glibc's heap back to the system (inside a task only)."""
-    if not (_active or force):
-        return
+def fix_mmap_threshold():
+    """Fix glibc's mmap threshold at MMAP_THRESHOLD, once per process (process-wide; glibc only)."""
+    global _threshold_set
+    if not _threshold_set:
+        _threshold_set = True
+        libc = _glibc()
+        if libc is not None:
+            libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+
+
+def trim():
+    """Give the free pages of Arrow's default pool and of glibc's heap and arenas back to the system."""
     pa.default_memory_pool().release_unused()
     libc = _glibc()
     if libc is not None:
         libc.malloc_trim(0)
+
+
+def release(force=False):
+    """Give the free pages of Arrow's pool and glibc's heap back to the system (inside a task only)."""
+    if not (_active or force):
+        return
+    trim()
+
+
+def after_table_service():
+    """The driver's table services (compaction's plan and commit, cleaning, archiving, archive merging) read and
+    write timeline files, plans and archive files of up to tens of MB in a thread of their own: glibc serves each
+    thread from an arena of its own and, once its mmap threshold has risen to the size of such a buffer, keeps the
+    freed pages. Over a stream's life the driver's RSS then climbs with the largest archive file read. After each
+    round of the services: the threshold fixed (as in the workers) and the free pages given back."""
+    fix_mmap_threshold()
+    trim()

@@ -28,6 +28,7 @@ import threading
 import time
 import uuid
 
+from ..chain import worker_memory
 from ..chain.scheduler_pools import CATCH_UP_POOL, COMPACTION_POOL, fair_scheduling, in_pool
 from ..format.timeline import Timeline
 from ..storage import storage_for
@@ -112,9 +113,10 @@ def run_pending_compactions(
 class TableServices:
     """Compaction and cleaning for one table, driven by the sink after each committed micro-batch."""
 
-    def __init__(self, storage, opts, lease=None):
+    def __init__(self, storage, opts, lease=None, release_memory=True):
         self.storage = storage_for(storage)
         self.opts = opts
+        self.release_memory = release_memory  # hoodie.stream.worker.memory.release: after each round of the thread
         self.lease = None
         self.guard = lambda: None
         self.use_lease(lease)
@@ -303,6 +305,9 @@ class TableServices:
                     self.errors.append(exc)
                     del self.errors[:-ERRORS_KEPT]  # an exception holds its traceback's frames
                     self.error_count += 1
+            finally:
+                if self.release_memory:
+                    worker_memory.after_table_service()
 
     def _stopped_with_spark(self):
         """The SparkContext stopped under the service thread: it ends quietly, as after `stop()` (a plan it was

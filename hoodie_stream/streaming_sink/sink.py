@@ -112,7 +112,9 @@ class HoodieStreamSink:
     def services(self):
         """The table services (compaction, cleaning) this sink drives on the driver."""
         if self._services is None:
-            self._services = TableServices(self.storage, self.options.compaction, lease=self.lease)
+            self._services = TableServices(
+                self.storage, self.options.compaction, lease=self.lease, release_memory=self.options.release_memory
+            )
         return self._services
 
     @property
