@@ -77,3 +77,45 @@ def test_buffers_outlive_the_task_that_allocated_them():
     """)
     out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True).stdout.split()
     assert out[1:3] == ["system", "system"] and out[3] == out[0] != "system"
+
+
+_SERVICE_ROUNDS = textwrap.dedent("""
+    import json, sys, threading
+    from hoodie_stream.chain import worker_memory
+
+    def rss_mb():
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("VmRSS")) / 1024
+
+    kept = []  # what a round keeps (its log lines, a completed instant's record): allocated after its big buffer
+
+    def service_round(size_mb):
+        # an archive file read whole, decoded and dropped, as archiving and archive merging do
+        data = b"x" * (size_mb << 20)
+        kept.append(b"y" * 2000)
+        del data
+        if sys.argv[1] == "on":
+            worker_memory.after_table_service()
+
+    before = rss_mb()
+    # a new thread per round, as the sink's service thread ends when idle; the largest buffer comes first (once
+    # freed, it raises glibc's mmap threshold: the smaller ones that follow are served from the arena)
+    for size_mb in (26, 24, 20, 22, 16, 24, 18):
+        thread = threading.Thread(target=service_round, args=(size_mb,))
+        thread.start()
+        thread.join()
+    print(json.dumps({"before": before, "after": rss_mb()}))
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads RSS from /proc")
+def test_the_driver_table_services_give_freed_buffers_back_after_each_round():
+    """The driver's service thread reads buffers that grow over a stream's life (the newest archive file, up to the
+    small-file limit). glibc's mmap threshold rises to the largest buffer freed, later ones come from the thread's
+    arena and stay in the driver's RSS; after_table_service() after each round keeps them out."""
+    off = json.loads(subprocess.run([sys.executable, "-c", _SERVICE_ROUNDS, "off"], capture_output=True, text=True,
+                                    check=True).stdout)  # fmt: skip
+    on = json.loads(subprocess.run([sys.executable, "-c", _SERVICE_ROUNDS, "on"], capture_output=True, text=True,
+                                   check=True).stdout)  # fmt: skip
+    assert off["after"] - off["before"] > 20, off  # the case: without it, the largest buffer stays resident
+    assert on["after"] - on["before"] < 8, on
