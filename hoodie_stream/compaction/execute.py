@@ -355,7 +355,8 @@ def run_niced(nice, fn, *args):
 
     def work():
         try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+            tid = threading.get_native_id()  # a new thread starts at its creator's niceness: lowered from there
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
         except OSError:
             pass
         try:
