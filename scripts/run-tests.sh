@@ -9,6 +9,7 @@ bash scripts/setup-hudi-oracle.sh  # Apache Hudi itself, the oracle of the `java
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 .venv/bin/python scripts/check_imports.py
-# Two pytest-xdist workers (HOODIE_TEST_WORKERS; 0 runs in this process): each has its SparkSession; the java_hudi
-# tests all go to one worker (--dist loadgroup, their xdist_group), which starts the Hudi oracle's JVM once.
-exec .venv/bin/python -m pytest -q --durations=30 -n "${HOODIE_TEST_WORKERS:-2}" --dist loadgroup "$@"
+# Two pytest-xdist workers (HOODIE_TEST_WORKERS; 0 runs in this process): each has its SparkSession and runs whole
+# modules (--dist loadfile); the java_hudi modules all go to one worker, which starts the Hudi oracles once
+# (tests/conftest.py, pytest_xdist_make_scheduler).
+exec .venv/bin/python -m pytest -q --durations=30 -n "${HOODIE_TEST_WORKERS:-2}" --dist loadfile "$@"

@@ -89,6 +89,25 @@ def java_hudi():
     jh.close_oracles()
 
 
+JAVA_HUDI_MODULE_PREFIX = "test_java_hudi_"  # the java_hudi tests live in these modules (checked at collection)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """With pytest-xdist's `--dist loadfile` (scripts/run-tests.sh): whole modules per worker, as loadfile does, and
+    every `test_java_hudi_*` module in one unit, so one worker starts the Hudi oracles' JVMs, once. (xdist's own
+    `loadgroup` does not group under pytest 9: it renames an attribute pytest no longer reads.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class JavaHudiTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid):
+            scope = super()._split_scope(nodeid)
+            return "java_hudi" if scope.rpartition("/")[2].startswith(JAVA_HUDI_MODULE_PREFIX) else scope
+
+    return JavaHudiTogether(config, log)
+
+
 def pytest_runtest_teardown(item, nextitem):
     """The Hudi oracles' JVMs (1-1.5 GB each) stop once no `java_hudi` test follows (they run together, by module)."""
     if item.get_closest_marker("java_hudi") and (nextitem is None or not nextitem.get_closest_marker("java_hudi")):
@@ -127,6 +146,10 @@ SLOW_TESTS = {  # "module::test name" (without parameters)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         module = item.module.__name__.rpartition(".")[2] if item.module else ""
+        if item.get_closest_marker("java_hudi") and not module.startswith(JAVA_HUDI_MODULE_PREFIX):
+            raise pytest.UsageError(
+                f"{item.nodeid}: a java_hudi test belongs in a {JAVA_HUDI_MODULE_PREFIX}* module (one worker runs them)"
+            )
         if "spark" in getattr(item, "fixturenames", ()) or module in SPARK_PROCESS_MODULES:
             item.add_marker(pytest.mark.spark)
         name = getattr(item, "originalname", item.name)

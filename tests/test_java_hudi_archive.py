@@ -13,7 +13,7 @@ from hoodie_stream.format.timeline import Timeline
 from hoodie_stream.options import parse_compaction_options
 from test_archiver import build_table
 
-pytestmark = [pytest.mark.java_hudi, pytest.mark.spark, pytest.mark.xdist_group("java_hudi")]  # one oracle JVM
+pytestmark = [pytest.mark.java_hudi, pytest.mark.spark]
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from hoodie_stream.errors import HoodieError
 from hoodie_stream.format.instant import COMMIT_ACTIONS
 from java_hudi_tables import MAKERS, plain
 
-pytestmark = [pytest.mark.java_hudi, pytest.mark.spark, pytest.mark.xdist_group("java_hudi")]  # one oracle JVM
+pytestmark = [pytest.mark.java_hudi, pytest.mark.spark]
 
 # Where a Hudi version answers a partition column from the partition path instead of the data files, this project
 # keeps the stored value (what the other Hudi version returns). {(table, Hudi version): (column, query kinds, why)};

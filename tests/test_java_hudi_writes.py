@@ -21,7 +21,7 @@ from hoodie_stream import HoodieStreamSink, HoodieTable
 from hoodie_stream.compaction.offline import compact_table
 from oracle import META
 
-pytestmark = [pytest.mark.java_hudi, pytest.mark.spark, pytest.mark.xdist_group("java_hudi")]  # one oracle JVM
+pytestmark = [pytest.mark.java_hudi, pytest.mark.spark]
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("city", pa.string()), ("v", pa.string())])
 CITIES = ["sf", "nyc", "sao_paulo"]
