@@ -116,7 +116,7 @@ class TableServices:
     def __init__(self, storage, opts, lease=None, release_memory=True):
         self.storage = storage_for(storage)
         self.opts = opts
-        self.release_memory = release_memory  # hoodie.stream.worker.memory.release: after each round of the thread
+        self.release_memory = release_memory  # hoodie.stream.worker.memory.release: after each round
         self.lease = None
         self.guard = lambda: None
         self.use_lease(lease)
@@ -173,9 +173,11 @@ class TableServices:
                 self.wait_idle(None)  # a background step of an earlier query of this sink ends first
                 self._completed(run_pending_compactions(spark, self.storage, opts, guard=self.guard))
                 clean_and_archive(self.storage, opts)
+                self._release_memory()
                 return
             if not opts.clean_async:
                 clean_and_archive(self.storage, opts)
+                self._release_memory()
         self._kick()
         self._back_pressure()
 
@@ -306,8 +308,12 @@ class TableServices:
                     del self.errors[:-ERRORS_KEPT]  # an exception holds its traceback's frames
                     self.error_count += 1
             finally:
-                if self.release_memory:
-                    worker_memory.after_table_service()
+                self._release_memory()
+
+    def _release_memory(self):
+        """After a round of the services, in whichever driver thread ran it (chain/worker_memory.py)."""
+        if self.release_memory:
+            worker_memory.after_table_service()
 
     def _stopped_with_spark(self):
         """The SparkContext stopped under the service thread: it ends quietly, as after `stop()` (a plan it was
