@@ -10,6 +10,7 @@ import hashlib
 import io
 import itertools
 import json
+import os
 
 import fastavro
 import pyarrow as pa
@@ -472,15 +473,42 @@ def test_sigkill_during_archiving_loses_nothing(long_table, tmp_path):
     kept = [i.timestamp for i in Timeline(reference).commits_timeline()]
     rng = random.Random(7)
     reached = set()
-    for n in range(4):
+
+    def archive_written(path):  # a complete archive file in .hoodie/archived (not the storage's temporary name)
+        folder = os.path.join(path, ".hoodie", "archived")
+        names = os.listdir(folder) if os.path.isdir(folder) else []
+        return any(n.startswith(".commits_.archive.") and not n.endswith(".tmp") for n in names)
+
+    def active_files(path):
+        return sum(e.is_file() for e in os.scandir(os.path.join(path, ".hoodie")))
+
+    # two kills at random moments of the run's measured length, then two on what the parent sees in the table
+    # (this machine's speed varies, the events do not): once the archive file is written, once deleting began
+    for n, moment in enumerate(["random", "random", "archive file written", "active files deleted"]):
         path = _copy(long_table, tmp_path / f"kill{n}")
+        before = active_files(path)
         child = _archive_child(path, opts)
-        time.sleep(rng.uniform(0.05, 1.0) * duration)
+        if moment == "random":
+            time.sleep(rng.uniform(0.05, 1.0) * duration)
+        else:
+            seen = (
+                archive_written
+                if moment == "archive file written"
+                else lambda p, before=before: active_files(p) < before
+            )
+            deadline = time.monotonic() + 120
+            while child.poll() is None and not seen(path) and time.monotonic() < deadline:
+                time.sleep(0.001)
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=60)
         timeline, records = _state(path)
         active = [i.timestamp for i in timeline.commits_timeline()]
-        reached.add("none" if not records else "archived" if len(active) == len(all_commits) else "deleting")
+        reached.add(  # where the kill landed
+            "none" if not records
+            else "archived" if len(active) == len(all_commits)
+            else "done" if active == kept
+            else "deleting"
+        )  # fmt: skip
         assert all_commits[-len(active) :] == active, n  # no hole, wherever it stopped
         assert HoodieTable(path).read().sort_by("_hoodie_record_key").equals(expected_rows), n
         archive(path, Timeline(path), parse_compaction_options(opts))  # the next run
