@@ -1,6 +1,6 @@
 """S3-compatible servers on loopback for the tests and benchmarks (moto), and their pytest fixtures.
 
-- `S3Server`: `python -m moto.server` in a process of its own on a free port. `.options()` are the storage options
+- `S3Server`: `python -m moto.server` in a process of its own on a free port (moto's choice, read from its output). `.options()` are the storage options
   of a table on it, taken as they are by hoodie-stream and by hudi-rs (`HudiTableBuilder.with_storage_options`), with
   short retries so that a store cut off fails a request within seconds. `S3Server(auth=True)` checks credentials
   (moto's IAM simulation): a wrong secret gets 403 SignatureDoesNotMatch, an unknown key 403 InvalidAccessKeyId.
@@ -23,6 +23,7 @@ import collections
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -43,12 +44,8 @@ FAST_FAILURE = {"max_retries": "2", "retry_timeout": "10", "connect_timeout": "2
 KINDS = ("LIST", "GET", "HEAD", "PUT", "POST", "DELETE")
 # query parameters of a bucket-level GET that lists objects (ListObjects v1 and v2)
 _LIST_PARAMS = frozenset({"list-type", "prefix", "delimiter", "marker", "continuation-token", "start-after"})
-
-
-def free_port(host: str = HOST) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+# werkzeug's line once the server listens
+_RUNNING_ON = re.compile(r"Running on http://[^\s:]+:(\d+)")
 
 
 def _answers(url: str, timeout: float = 1.0) -> bool:
@@ -141,15 +138,14 @@ class S3Server(_MotoEndpoint):
         self.auth = auth
         self.process: subprocess.Popen | None = None
         self._stderr: collections.deque[str] = collections.deque(maxlen=40)
-        for attempt in range(3):  # another process may take the free port before moto binds it
-            self.port = port or free_port()
-            if self._start(startup_timeout):
-                break
-            if port or attempt == 2:
-                raise RuntimeError(
-                    f"moto server did not start on {self.endpoint} (exit code {self.process.returncode if self.process else None}):\n"
-                    + "".join(self._stderr)
-                )
+        # port 0: moto binds a free port and names it (werkzeug's startup line); a port picked here and handed
+        # over could be taken meanwhile by another server, whose answers would then be taken for this one's
+        self.port = port or 0
+        if not self._start(startup_timeout):
+            raise RuntimeError(
+                f"moto server did not start on {self.host}:{self.port or 'a free port'} "
+                f"(exit code {self.process.returncode if self.process else None}):\n" + "".join(self._stderr)
+            )
         atexit.register(self.stop)
         if auth:
             self._enable_auth()
@@ -167,22 +163,30 @@ class S3Server(_MotoEndpoint):
             env=env,
             text=True,
         )
+        self._bound = threading.Event()
         threading.Thread(target=self._drain, args=(self.process.stderr,), daemon=True).start()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 return False
-            if _answers(self.endpoint + "/moto-api/data.json"):
+            # the port this process bound (announced once it listens), so the answer is its own
+            if self._bound.is_set() and _answers(self.endpoint + "/moto-api/data.json"):
                 return True
             time.sleep(0.05)
         self._kill()
         return False
 
     def _drain(self, pipe) -> None:
-        """Keep the last lines the server wrote (its request log, or why it did not start)."""
+        """Keep the last lines the server wrote (its request log, or why it did not start); learn its port from
+        werkzeug's startup line ` * Running on http://HOST:PORT`."""
         with contextlib.suppress(ValueError, OSError):
             for line in pipe:
                 self._stderr.append(line)
+                if not self._bound.is_set():
+                    found = _RUNNING_ON.search(line)
+                    if found:
+                        self.port = int(found.group(1))
+                        self._bound.set()
 
     def _enable_auth(self) -> None:
         iam = self.client("iam")
@@ -230,7 +234,7 @@ class CountingS3Server(_MotoEndpoint):
 
     def __init__(self, port: int | None = None) -> None:
         super().__init__()
-        self.port = port or free_port()
+        self.port = port or 0  # the first start binds a free port and keeps it for the restarts
         self._counts: collections.Counter[str] = collections.Counter()
         self._lock = threading.Lock()
         self._conditional = threading.Lock()
@@ -310,6 +314,7 @@ class CountingS3Server(_MotoEndpoint):
                     raise
                 time.sleep(0.1)
         self._server = server
+        self.port = server.server_address[1]
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         atexit.register(self.stop)
