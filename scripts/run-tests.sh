@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-venv.sh
 bash scripts/setup-hudi-oracle.sh  # Apache Hudi itself, the oracle of the `java_hudi` tests (.venv-hudi)
+bash scripts/cdc-env.sh install  # PostgreSQL, Kafka, Kafka Connect, Debezium, Spark's Kafka source (`cdc_real` tests)
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy

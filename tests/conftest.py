@@ -1,8 +1,12 @@
+import shutil
+import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from cdc_pipeline import ENV_SCRIPT as CDC_ENV_SCRIPT
+from cdc_pipeline import CdcEnv, spark_kafka_jars
 from hoodie_stream.format import fs_view, timeline
 from hoodie_stream.local_spark import local_session_builder
 from locations import Location
@@ -67,6 +71,8 @@ TEST_SPARK_CONF = {
     "spark.driver.memory": "1g",
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
 }
+if spark_kafka_jars():  # Spark's Kafka source, for the cdc_real tests (scripts/cdc-env.sh install copies them)
+    TEST_SPARK_CONF["spark.jars"] = ",".join(spark_kafka_jars())
 
 
 def spark_builder(master="local[2]", app="hoodie-stream-tests", conf=None):
@@ -90,11 +96,45 @@ def java_hudi():
 
 
 JAVA_HUDI_MODULE_PREFIX = "test_java_hudi_"  # the java_hudi tests live in these modules (checked at collection)
+CDC_REAL_MODULE_PREFIX = "test_cdc_real_"  # the real CDC pipeline's tests (marked cdc_real), beside them
+SERVICE_MODULE_PREFIXES = (JAVA_HUDI_MODULE_PREFIX, CDC_REAL_MODULE_PREFIX)
+CDC_ENV_DIR = Path(__file__).resolve().parent.parent / ".cdc-env" / "tests"
+
+
+@pytest.fixture(scope="session")
+def cdc_env():
+    """The CDC environment (tests/cdc_pipeline.py: PostgreSQL, Kafka, Kafka Connect with Debezium) under
+    .cdc-env/tests, started fresh on first use and stopped after the last `cdc_real` test (pytest_runtest_teardown
+    below). Fails naming the set-up command when the jars are not there."""
+    global _cdc_env
+    if not spark_kafka_jars():
+        pytest.fail("the CDC environment's jars are missing: run `bash scripts/cdc-env.sh install`")
+    if _cdc_env is None:
+        subprocess.run(["bash", str(CDC_ENV_SCRIPT), "stop", str(CDC_ENV_DIR)], capture_output=True, timeout=180)
+        shutil.rmtree(CDC_ENV_DIR, ignore_errors=True)
+        try:
+            _cdc_env = CdcEnv(CDC_ENV_DIR)
+        except RuntimeError as err:
+            pytest.fail(str(err))
+    yield _cdc_env
+    _stop_cdc_env()
+
+
+_cdc_env = None
+
+
+def _stop_cdc_env():
+    global _cdc_env
+    if _cdc_env is not None:
+        _cdc_env.stop()
+        _cdc_env = None
+        shutil.rmtree(CDC_ENV_DIR, ignore_errors=True)
 
 
 def pytest_xdist_make_scheduler(config, log):
     """With pytest-xdist's `--dist loadfile` (scripts/run-tests.sh): whole modules per worker, as loadfile does, and
-    every `test_java_hudi_*` module in one unit, so one worker starts the Hudi oracles' JVMs, once. (xdist's own
+    every `test_java_hudi_*` and `test_cdc_real_*` module in one unit, so one worker starts the Hudi oracles' JVMs and
+    the CDC environment, once, and the CDC tests can check with Java Hudi too. (xdist's own
     `loadgroup` does not group under pytest 9: it renames an attribute pytest no longer reads.)"""
     if config.getvalue("dist") != "loadfile":
         return None
@@ -103,17 +143,21 @@ def pytest_xdist_make_scheduler(config, log):
     class JavaHudiTogether(LoadFileScheduling):
         def _split_scope(self, nodeid):
             scope = super()._split_scope(nodeid)
-            return "java_hudi" if scope.rpartition("/")[2].startswith(JAVA_HUDI_MODULE_PREFIX) else scope
+            return "java_hudi" if scope.rpartition("/")[2].startswith(SERVICE_MODULE_PREFIXES) else scope
 
     return JavaHudiTogether(config, log)
 
 
+@pytest.hookimpl(trylast=True)  # after the test's fixtures are torn down (they may still use the services)
 def pytest_runtest_teardown(item, nextitem):
-    """The Hudi oracles' JVMs (1-1.5 GB each) stop once no `java_hudi` test follows (they run together, by module)."""
+    """The Hudi oracles' JVMs (1-1.5 GB each) stop once no `java_hudi` test follows (they run together, by module);
+    the CDC environment once no `cdc_real` test follows."""
     if item.get_closest_marker("java_hudi") and (nextitem is None or not nextitem.get_closest_marker("java_hudi")):
         import java_hudi as jh
 
         jh.close_oracles()
+    if item.get_closest_marker("cdc_real") and (nextitem is None or not nextitem.get_closest_marker("cdc_real")):
+        _stop_cdc_env()
 
 
 @pytest.fixture(scope="session")
@@ -146,10 +190,13 @@ SLOW_TESTS = {  # "module::test name" (without parameters)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         module = item.module.__name__.rpartition(".")[2] if item.module else ""
-        if item.get_closest_marker("java_hudi") and not module.startswith(JAVA_HUDI_MODULE_PREFIX):
+        if item.get_closest_marker("java_hudi") and not module.startswith(SERVICE_MODULE_PREFIXES):
             raise pytest.UsageError(
-                f"{item.nodeid}: a java_hudi test belongs in a {JAVA_HUDI_MODULE_PREFIX}* module (one worker runs them)"
+                f"{item.nodeid}: a java_hudi test belongs in a {JAVA_HUDI_MODULE_PREFIX}* or {CDC_REAL_MODULE_PREFIX}* "
+                "module (one worker runs them)"
             )
+        if module.startswith(CDC_REAL_MODULE_PREFIX):
+            item.add_marker(pytest.mark.cdc_real)
         if "spark" in getattr(item, "fixturenames", ()) or module in SPARK_PROCESS_MODULES:
             item.add_marker(pytest.mark.spark)
         name = getattr(item, "originalname", item.name)
