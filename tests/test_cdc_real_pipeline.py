@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 import time
 
 import pytest
+from pyspark.errors import StreamingQueryException
 
-from cdc_pipeline import unique
+from cdc_pipeline import ROOT, unique
 from hoodie_stream import DebeziumSink, HoodieTable
 from hoodie_stream.debezium import table_name
 from hoodie_stream.debezium.source_check import difference, source_rows, table_rows
@@ -144,6 +147,75 @@ def random_workload(db, schema, rng, steps, next_id):
                         (next_id,),
                     )
     return next_id
+
+
+def test_topics_of_several_partitions_and_a_table_created_mid_stream(spark, cdc_env, schema, tmp_path):
+    """Topics of three Kafka partitions (a key's events stay in one, in order); a table created while the query runs
+    is captured (the publication holds every table), its topic picked up by the query's pattern, its Hudi table
+    created; a truncate stops the micro-batch naming topic, partition and offset, with the table unchanged."""
+    rng = random.Random(5)
+    db = cdc_env.sql()
+    db.execute(TYPES_DDL.format(s=schema))
+    db.execute(ITEM.format(s=schema), (1, 10))
+    prefix = unique("p")
+    connector = cdc_env.connector(
+        prefix,
+        schema,
+        **{"topic.creation.default.partitions": 3, "skipped.operations": "none"},  # truncates too
+    )
+    lake, chk = tmp_path / "lake", tmp_path / "chk"
+    sink, query = start_query(spark, cdc_env, prefix, lake, chk)
+    late = [("late", ["k1", "k2"], [])]
+    try:
+        random_workload(db, schema, rng, 15, 100)
+        db.execute(f"CREATE TABLE {schema}.late (k1 int, k2 text, v numeric(8, 3), PRIMARY KEY (k1, k2))")
+        for i in range(30):
+            db.execute(f"INSERT INTO {schema}.late VALUES (%s, %s, %s)", (i % 5, f"k{i}", i / 8))
+        db.execute(f"UPDATE {schema}.late SET v = v * 2 WHERE k1 = 1")
+        db.execute(f"DELETE FROM {schema}.late WHERE k1 = 2")
+        wait_until_equal(db, lake, prefix, schema, TABLES + late, query, "after the workload")
+        partitions = {
+            r["partition"]
+            for r in spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", cdc_env.bootstrap)
+            .option("subscribe", f"{prefix}.{schema}.items")
+            .load()
+            .select("partition")
+            .distinct()
+            .collect()
+        }
+        assert len(partitions) > 1, partitions  # the keys spread over the topic's partitions
+
+        path = table_path(lake, prefix, schema, "late")
+        before = table_rows(HoodieTable(path).read(), ["k1", "k2"])
+        db.execute(f"TRUNCATE {schema}.late")
+        with pytest.raises(StreamingQueryException) as stopped:
+            query.awaitTermination(WAIT)
+        message = str(stopped.value)
+        assert f"topic '{prefix}.{schema}.late' partition" in message and "a truncate event ('t')" in message, message
+        assert table_rows(HoodieTable(path).read(), ["k1", "k2"]) == before
+    finally:
+        query.stop()
+        sink.close()
+        connector.delete()
+        db.close()
+
+
+def test_the_demo_ends_with_every_table_equal_to_postgresql(cdc_env, tmp_path):
+    """examples/cdc_demo.py (what scripts/run-cdc-demo.sh runs once it started the environment)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "cdc_demo.py"), "--lake", str(tmp_path / "lake")],
+        env={**os.environ, **cdc_env.env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "every table equals PostgreSQL", done.stdout
+    for table in ("customers", "products", "orders"):
+        (row,) = [line.split() for line in lines if line.startswith(table)]
+        assert row[1] == row[2] and row[3] == "yes", row
 
 
 @pytest.mark.java_hudi

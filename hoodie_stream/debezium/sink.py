@@ -28,6 +28,7 @@ from ..errors import (
     rebuild_task_error,
 )
 from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema
+from ..format.table_config import PROPERTIES_PATH, TableConfig
 from ..format.writer import HoodieWriter
 from ..options import parse_options
 from ..storage import storage_for
@@ -362,8 +363,8 @@ class DebeziumSink:
         given = self._configured_key(topic)
         if given:
             return given
-        if entry["key"] is None:
-            return []
+        if entry["key"] is None:  # no keyed message in the micro-batch (a truncate alone): the table's own key
+            return self._table_key(topic)
         text, (partition, offset) = entry["key"]
         where = f"topic {topic!r} partition {partition} offset {offset}"
         try:
@@ -379,6 +380,13 @@ class DebeziumSink:
         if isinstance(key, dict):
             return list(key)
         raise HoodieFormatError(f"{where}: the Kafka key {text[:80]!r} is not a struct of key columns")
+
+    def _table_key(self, topic):
+        """The record key fields of the topic's table when it exists ([] when not)."""
+        storage = storage_for(self.table_path(topic), self.storage_options)
+        if not storage.exists(PROPERTIES_PATH):
+            return []
+        return list(TableConfig.load(storage).record_key_fields)
 
     def _with_table_columns(self, topic, spec, envelopes):
         """The spec checked against the table's columns and with those the batch's events lack (a column dropped at
