@@ -273,7 +273,6 @@ status.storage.topic=connect-status
 config.storage.replication.factor=1
 offset.storage.replication.factor=1
 status.storage.replication.factor=1
-offset.flush.interval.ms=1000
 plugin.path=$JARS/plugins
 EOF
     java_start connect org.apache.kafka.connect.cli.ConnectDistributed "$DIR/config/connect.properties"

@@ -52,7 +52,8 @@ class CdcEnv:
         subprocess.run(["bash", str(ENV_SCRIPT), "stop", str(self.directory)], capture_output=True, timeout=180)
 
     def restart_connect(self) -> None:
-        """Kafka Connect stopped and started again (its connectors resume from their committed offsets)."""
+        """Kafka Connect stopped (SIGTERM: its tasks commit their offsets) and started again; its connectors resume
+        from their committed offsets."""
         script = str(ENV_SCRIPT)
         pid = (self.directory / "run" / "connect.pid").read_text().strip()
         subprocess.run(["kill", pid], check=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from cdc_pipeline import ENV_SCRIPT as CDC_ENV_SCRIPT
-from cdc_pipeline import CdcEnv, spark_kafka_jars
+from cdc_pipeline import CdcEnv, spark_kafka_jars, unique
 from hoodie_stream.format import fs_view, timeline
 from hoodie_stream.local_spark import local_session_builder
 from locations import Location
@@ -121,6 +121,17 @@ def cdc_env():
 
 
 _cdc_env = None
+
+
+@pytest.fixture
+def pg_schema(cdc_env):
+    """A fresh schema in the CDC environment's database (dropped after the test)."""
+    name = unique("s")
+    with cdc_env.sql() as db:
+        db.execute(f"CREATE SCHEMA {name}")
+    yield name
+    with cdc_env.sql() as db:
+        db.execute(f"DROP SCHEMA {name} CASCADE")
 
 
 def _stop_cdc_env():
