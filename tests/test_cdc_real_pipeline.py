@@ -23,18 +23,17 @@ from oracle import rs_read
 WAIT = 180  # seconds for a workload's last change to reach every table
 
 
-def start_query(spark, env, prefix, lake, chk, **sink_args):
-    sink = DebeziumSink(str(lake), **sink_args)
-    query = (
+def start_query(spark, env, prefix, lake, chk, per_trigger=None):
+    sink = DebeziumSink(str(lake))
+    source = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", env.bootstrap)
         .option("subscribePattern", prefix + r"\..*")
         .option("startingOffsets", "earliest")
-        .load()
-        .writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(chk))
-        .start()
     )
+    if per_trigger is not None:
+        source = source.option("maxOffsetsPerTrigger", per_trigger)
+    query = source.load().writeStream.foreachBatch(sink).option("checkpointLocation", str(chk)).start()
     return sink, query
 
 
@@ -53,7 +52,7 @@ def wait_until_equal(db, lake, prefix, schema, tables, query, what):
 def test_topics_of_several_partitions_and_a_table_created_mid_stream(spark, cdc_env, pg_schema, tmp_path):
     """Topics of three Kafka partitions (a key's events stay in one, in order); a table created while the query runs
     is captured (the publication holds every table), its topic picked up by the query's pattern, its Hudi table
-    created; a truncate stops the micro-batch naming topic, partition and offset, with the table unchanged."""
+    created; the sink's metrics show the Kafka source's lag from the query's progress; a truncate stops the micro-batch naming topic, partition and offset, with the table unchanged."""
     schema = pg_schema
     rng = random.Random(5)
     db = cdc_env.sql()
@@ -65,7 +64,7 @@ def test_topics_of_several_partitions_and_a_table_created_mid_stream(spark, cdc_
         **{"topic.creation.default.partitions": 3, "skipped.operations": "none"},  # truncates too
     )
     lake, chk = tmp_path / "lake", tmp_path / "chk"
-    sink, query = start_query(spark, cdc_env, prefix, lake, chk)
+    sink, query = start_query(spark, cdc_env, prefix, lake, chk, per_trigger=25)
     late = [("late", ["k1", "k2"], [])]
     try:
         random_workload(db, schema, rng, 15, 100)
@@ -86,6 +85,16 @@ def test_topics_of_several_partitions_and_a_table_created_mid_stream(spark, cdc_
             .collect()
         }
         assert len(partitions) > 1, partitions  # the keys spread over the topic's partitions
+
+        # the Kafka source's lag in the sink's metrics, from the query's progress: behind while 25 offsets per
+        # micro-batch catch up, none behind once caught up
+        deadline = time.monotonic() + 30
+        while True:
+            behind = [b for b in sink.metrics().column("source_offsets_behind").to_pylist() if b is not None]
+            if behind and behind[-1] == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert behind and max(behind) > 0 and behind[-1] == 0, behind
 
         path = table_path(lake, prefix, schema, "late")
         before = table_rows(HoodieTable(path).read(), ["k1", "k2"])
@@ -150,9 +159,12 @@ def test_snapshot_then_a_random_workload_leave_every_table_equal_to_the_database
     # Apache Hudi reads the same rows, and hudi-rs those of the tables it can read
     assert differences(db, lake, prefix, schema, TABLES, java_hudi("0.15.0").read) == {}, "Apache Hudi 0.15.0"
     assert differences(db, lake, prefix, schema, TABLES[1:], rs_read) == {}, "hudi-rs"
-    # hudi-rs 0.5.0 refuses the items table in its merge of partial updates (on in DebeziumSink's tables): "column
-    # 'tags' has type List(...) but the table schema expects List(element ...)"; the same list column in tables of
-    # simpler histories reads (test_debezium_toast), and Apache Hudi reads this one (above)
-    with pytest.raises(Exception, match="partial-update column 'tags'"):
-        rs_read(table_path(lake, prefix, schema, "items"))
+    # hudi-rs 0.5.0 sometimes refuses the items table in its merge of partial updates (on in DebeziumSink's tables),
+    # by the table's history: "partial-update column 'tags' has type List(...) but the table schema expects
+    # List(element ...)"; Apache Hudi reads it (above). When hudi-rs reads it, its rows are the database's
+    try:
+        assert differences(db, lake, prefix, schema, TABLES[:1], rs_read) == {}, "hudi-rs"
+    except Exception as err:
+        if "partial-update column 'tags'" not in str(err):
+            raise
     db.close()

@@ -40,14 +40,23 @@ def auth_server():
     server.stop()
 
 
-def server_state(server):
-    """Every bucket and object of a server (through its own, valid credentials)."""
+LEASE = "/.hoodie/.locks/table_lock.json"
+
+
+def server_state(server, uri):
+    """Every bucket and object of a server (through its own, valid credentials), but the leases of other tables:
+    the sinks of earlier tests on this server that were never closed keep renewing theirs."""
+    prefix = uri.split("/", 3)[3] + "/" if uri.startswith("s3://") and uri.count("/") >= 3 else ""
     client = server.client()
     state = {}
     for bucket in client.list_buckets()["Buckets"]:
         keys = []
         for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket["Name"]):
-            keys += [(o["Key"], o["Size"], o["ETag"]) for o in page.get("Contents", [])]
+            keys += [
+                (o["Key"], o["Size"], o["ETag"])
+                for o in page.get("Contents", [])
+                if not (o["Key"].endswith(LEASE) and not o["Key"].startswith(prefix))
+            ]
         state[bucket["Name"]] = sorted(keys)
     return state
 
@@ -108,7 +117,7 @@ def test_every_entry_point_refuses_a_bad_location_before_writing_and_without_sec
 ):
     uri, options, secrets, cause, server = bad_location
     caplog.set_level(logging.DEBUG)
-    before = server_state(server) if server is not None else None
+    before = server_state(server, uri) if server is not None else None
     watched = (os.getcwd(), tempfile.gettempdir())
     locals_before = local_entries(*watched)
 
@@ -143,7 +152,7 @@ def test_every_entry_point_refuses_a_bad_location_before_writing_and_without_sec
         check_refusal(err, uri, cause, secrets)
 
     if server is not None:
-        assert server_state(server) == before, "something was written"
+        assert server_state(server, uri) == before, "something was written"
     assert local_entries(*watched) == locals_before or not [
         name
         for d in watched
