@@ -228,7 +228,21 @@ def test_one_field_decodes_as_the_whole_record_decodes_it(table, data):
     ends = offsets[1:] + 2 * np.arange(1, table.num_rows + 1)
     whole = decode_records(gapped, starts, schema, ends=ends)
     name = data.draw(st.sampled_from(table.column_names))
-    assert decode_field(gapped, starts, ends, schema, name).equals(whole[name].combine_chunks())
+    got, want = decode_field(gapped, starts, ends, schema, name), whole[name].combine_chunks()
+    assert got.type == want.type and _nan_as_text(got.to_pylist()) == _nan_as_text(want.to_pylist())
+
+
+def _nan_as_text(value):
+    """Values with every NaN as the text "NaN" (NaN equals nothing, itself included, and Arrow's equals agrees)."""
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    if isinstance(value, list):
+        return [_nan_as_text(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_nan_as_text(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _nan_as_text(v) for k, v in value.items()}
+    return value
 
 
 def test_one_field_of_a_real_log_block_and_a_missing_field():
