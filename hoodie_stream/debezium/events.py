@@ -60,12 +60,6 @@ CONNECTOR_COLUMNS = {
         ("_event_seq", pa.string()),
     ],
 }
-# every column DebeziumSink adds to a table beside the source's
-ADDED_COLUMNS = frozenset(
-    [name for name, _ in COMMON_COLUMNS]
-    + [name for columns in CONNECTOR_COLUMNS.values() for name, _ in columns]
-    + [ORDER, IS_DELETED]
-)
 POLICIES = ("fail", "skip")
 ROW_OPS = ("c", "u", "r", "d")
 # the source fields read, by connector (a bare message's source is read with these; others are ignored)

@@ -28,7 +28,6 @@ from ..errors import (
     rebuild_task_error,
 )
 from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema
-from ..format.table_config import PROPERTIES_PATH, TableConfig
 from ..format.writer import HoodieWriter
 from ..options import parse_options
 from ..storage import storage_for
@@ -383,10 +382,11 @@ class DebeziumSink:
 
     def _table_key(self, topic):
         """The record key fields of the topic's table when it exists ([] when not)."""
-        storage = storage_for(self.table_path(topic), self.storage_options)
-        if not storage.exists(PROPERTIES_PATH):
+        try:
+            writer = HoodieWriter(storage_for(self.table_path(topic), self.storage_options))
+        except HoodieError:  # no table yet
             return []
-        return list(TableConfig.load(storage).record_key_fields)
+        return list(writer.config.record_key_fields)
 
     def _with_table_columns(self, topic, spec, envelopes):
         """The spec checked against the table's columns and with those the batch's events lack (a column dropped at

@@ -21,9 +21,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .events import ADDED_COLUMNS
+from ..format.avro_schema import META_FIELDS
+from .events import CONNECTOR_COLUMNS, added_columns
 
 Rows = dict[tuple, dict[str, Any]]
+# what the table has beside the source's columns: Hudi's meta columns and those DebeziumSink adds, of any connector
+NOT_SOURCE = frozenset(META_FIELDS) | {name for c in CONNECTOR_COLUMNS for name, _ in added_columns(c)}
 
 
 def normal(value: Any) -> Any:
@@ -61,7 +64,7 @@ def table_rows(table, key: Sequence[str], json_columns: Iterable[str] = ()) -> R
     out: Rows = {}
     if table is None:
         return out
-    drop = [c for c in table.column_names if c.startswith("_hoodie_") or c in ADDED_COLUMNS]
+    drop = [c for c in table.column_names if c in NOT_SOURCE]
     json_columns = list(json_columns)
     table = table.drop_columns(drop)
     # a float32 value as its shortest decimal text reads back, as databases print real numbers (0.33333334)
