@@ -259,7 +259,10 @@ start_connect() {
     if pid_alive connect; then
         return
     fi
+    # offsets committed every 5 s (default 60 s): a crash of Connect redelivers at most the last seconds' events,
+    # and a connector whose first offset is not committed yet (it would snapshot again) is exposed only briefly
     cat >"$DIR/config/connect.properties" <<EOF
+offset.flush.interval.ms=5000
 bootstrap.servers=127.0.0.1:$KAFKA_PORT
 group.id=cdc-env-connect
 listeners=http://127.0.0.1:$CONNECT_PORT

@@ -51,12 +51,12 @@ class CdcEnv:
     def stop(self) -> None:
         subprocess.run(["bash", str(ENV_SCRIPT), "stop", str(self.directory)], capture_output=True, timeout=180)
 
-    def restart_connect(self) -> None:
-        """Kafka Connect stopped (SIGTERM: its tasks commit their offsets) and started again; its connectors resume
-        from their committed offsets."""
+    def restart_connect(self, kill: bool = False) -> None:
+        """Kafka Connect stopped (SIGTERM: its tasks commit their offsets; `kill`: SIGKILL, they do not) and started
+        again; its connectors resume from their last committed offsets."""
         script = str(ENV_SCRIPT)
         pid = (self.directory / "run" / "connect.pid").read_text().strip()
-        subprocess.run(["kill", pid], check=True)
+        subprocess.run(["kill", "-KILL" if kill else "-TERM", pid], check=True)
         deadline = time.monotonic() + 60
         while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -138,6 +138,15 @@ class Connector:
                     raise AssertionError(f"connector {self.name} failed: {tasks}")
             assert time.monotonic() < deadline, f"connector {self.name} not running after {timeout}s: {status}"
             time.sleep(0.5)
+
+    def confirmed_lsn(self) -> str | None:
+        """The LSN the connector last confirmed to its replication slot (after Kafka Connect committed the offset of
+        the events up to it)."""
+        with self.env.sql() as conn:
+            row = conn.execute(
+                "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s", (self.slot,)
+            ).fetchone()
+        return None if row is None else row[0]
 
     def delete(self) -> None:
         """The connector removed, then its replication slot (once no longer active)."""

@@ -15,13 +15,13 @@ CREATE TYPE {s}.mood AS ENUM ('sad', 'ok', 'happy');
 CREATE TABLE {s}.items (
     id bigint PRIMARY KEY, name text, price numeric(10, 2), big numeric(30, 8), at timestamptz,
     local_at timestamp, d date, t time, j jsonb, js json, u uuid, tags text[], raw bytea, ok boolean,
-    mood {s}.mood, n int, r real, dp double precision);
+    mood {s}.mood, n int, r real, dp double precision, legacy text DEFAULT 'kept');
 CREATE TABLE {s}.docs (id int PRIMARY KEY, title text, body text, n int);
 ALTER TABLE {s}.docs ALTER COLUMN body SET STORAGE EXTERNAL;
 CREATE TABLE {s}.accounts (id int PRIMARY KEY, owner text, balance numeric(12, 2));
 ALTER TABLE {s}.accounts REPLICA IDENTITY FULL;
 """
-ITEM = """INSERT INTO {s}.items
+ITEM = """INSERT INTO {s}.items (id, name, price, big, at, local_at, d, t, j, js, u, tags, raw, ok, mood, n, r, dp)
     SELECT g, 'item ' || g, g * 1.25, g * 123456789.12345678, '2024-03-10 01:02:03.456789+05:30'::timestamptz + g * interval '1 hour',
            '2024-01-02 03:04:05.123456'::timestamp - g * interval '1 day', '2024-02-29'::date + g, '12:34:56.789'::time,
            jsonb_build_object('g', g, 'list', jsonb_build_array(1, 'two', null)), '{{"raw": [1, 2]}}',

@@ -215,6 +215,27 @@ def test_numeric_columns_widen_as_hudi_allows(spark, tmp_path):
         )
 
 
+def test_decimals_widen_within_their_avro_fixed_size_as_hudi_allows(spark, tmp_path):
+    """Hudi 0.15's write check compares an Avro fixed's size, not its precision: decimal(10, 2) (5 bytes) takes
+    decimal(11, 2) (5 bytes) and the table evolves, decimal(12, 2) (6 bytes) is refused."""
+    from decimal import Decimal
+
+    base = str(tmp_path / "d")
+    sink = HoodieStreamSink(base, OPTIONS)
+    ddl = "id long, city string, ts long, v string, _hoodie_is_deleted boolean, price decimal({}, 2)"
+    sink(spark.createDataFrame([(1, "sf", 1, "a", False, Decimal("12345678.91"))], ddl.format(10)), 0)
+    sink(spark.createDataFrame([(2, "sf", 1, "b", False, Decimal("123456789.12"))], ddl.format(11)), 1)
+    sink(spark.createDataFrame([(1, "sf", 2, "c", False, Decimal("0.5"))], ddl.format(10)), 2)  # written as (11, 2)
+    t = HoodieTable(base)
+    assert t.arrow_schema(meta_fields=False).field("price").type == pa.decimal128(11, 2)
+    got = t.read().sort_by("id")
+    assert got["price"].to_pylist() == [Decimal("0.50"), Decimal("123456789.12")]
+    assert_same_rows(got, rs_read(base), context="widened decimal")
+    with pytest.raises(HoodieError, match=r"'price' is decimal128\(12, 2\) in the batch.*same Avro fixed size"):
+        sink(spark.createDataFrame([(3, "sf", 1, "d", False, Decimal("1.00"))], ddl.format(12)), 3)
+    assert HoodieTable(base).read().num_rows == 2
+
+
 def test_non_nullable_new_column_says_how_to_make_it_nullable(spark, table):
     from pyspark.sql import functions as F
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ from cdc_pipeline import ROOT, unique
 from cdc_workload import TABLES, create_tables, differences, random_workload, table_path
 from hoodie_stream import DebeziumSink, HoodieTable
 from hoodie_stream.debezium.source_check import table_rows
+from hoodie_stream.notebook import watch
 from oracle import rs_read
 
 WAIT = 180  # seconds for a workload's last change to reach every table
@@ -52,7 +54,7 @@ def wait_until_equal(db, lake, prefix, schema, tables, query, what):
 def test_topics_of_several_partitions_and_a_table_created_mid_stream(spark, cdc_env, pg_schema, tmp_path):
     """Topics of three Kafka partitions (a key's events stay in one, in order); a table created while the query runs
     is captured (the publication holds every table), its topic picked up by the query's pattern, its Hudi table
-    created; the sink's metrics show the Kafka source's lag from the query's progress; a truncate stops the micro-batch naming topic, partition and offset, with the table unchanged."""
+    created; the sink's metrics and watch() show the Kafka source's lag from the query's progress; a truncate stops the micro-batch naming topic, partition and offset, with the table unchanged."""
     schema = pg_schema
     rng = random.Random(5)
     db = cdc_env.sql()
@@ -65,6 +67,8 @@ def test_topics_of_several_partitions_and_a_table_created_mid_stream(spark, cdc_
     )
     lake, chk = tmp_path / "lake", tmp_path / "chk"
     sink, query = start_query(spark, cdc_env, prefix, lake, chk, per_trigger=25)
+    lines: list[str] = []
+    view = watch(query, sink, out=lines.append, notebook=False)
     late = [("late", ["k1", "k2"], [])]
     try:
         random_workload(db, schema, rng, 15, 100)
@@ -95,6 +99,12 @@ def test_topics_of_several_partitions_and_a_table_created_mid_stream(spark, cdc_
                 break
             time.sleep(0.5)
         assert behind and max(behind) > 0 and behind[-1] == 0, behind
+        # and watch()'s line per micro-batch shows the same lag, from the same progress
+        deadline = time.monotonic() + 30
+        while not (lags := [int(n) for line in lines for n in re.findall(r"lag (\d+) offsets", line)]) or lags[-1]:
+            assert time.monotonic() < deadline, lines[-5:]
+            time.sleep(0.5)
+        assert max(lags) > 0, lines
 
         path = table_path(lake, prefix, schema, "late")
         before = table_rows(HoodieTable(path).read(), ["k1", "k2"])
@@ -105,6 +115,7 @@ def test_topics_of_several_partitions_and_a_table_created_mid_stream(spark, cdc_
         assert f"topic '{prefix}.{schema}.late' partition" in message and "a truncate event ('t')" in message, message
         assert table_rows(HoodieTable(path).read(), ["k1", "k2"]) == before
     finally:
+        view.stop()
         query.stop()
         sink.close()
         connector.delete()
@@ -150,8 +161,21 @@ def test_snapshot_then_a_random_workload_leave_every_table_equal_to_the_database
         # a new column while streaming
         db.execute(f"ALTER TABLE {schema}.items ADD COLUMN note text")
         db.execute(f"UPDATE {schema}.items SET note = 'noted ' || id WHERE id % 3 = 0")
+        # types widened (int to bigint, a decimal to more digits in the same Avro fixed size) and a column dropped:
+        # later events carry the wider types and lack the column, which stays, null in new rows. (real to double is
+        # left out: Apache Hudi reads a float of a log block written before the widening through its decimal text,
+        # 0.33333334f as 0.33333334, where PostgreSQL and this project's reader give the float's exact value)
+        db.execute(
+            f"ALTER TABLE {schema}.items ALTER COLUMN n TYPE bigint, ALTER COLUMN price TYPE numeric(11, 2), "
+            "DROP COLUMN legacy"
+        )
+        db.execute(f"UPDATE {schema}.items SET n = n + 5000000000, price = price + 900000000 WHERE id % 4 = 0")
+        dropped_at = next_id
         random_workload(db, schema, rng, 20, next_id)
         wait_until_equal(db, lake, prefix, schema, TABLES, query, "after the workload")
+        items = HoodieTable(table_path(lake, prefix, schema, "items")).read().to_pylist()
+        assert {r["legacy"] for r in items if r["id"] > dropped_at} <= {None}, "rows inserted after the drop"
+        assert "kept" in {r["legacy"] for r in items}, "rows untouched since the drop keep their value"
     finally:
         query.stop()
         sink.close()

@@ -404,7 +404,8 @@ class DebeziumSink:
                     raise HoodieFormatError(
                         f"{where}: column {f.name!r} is {f.type} in the change events but "
                         f"{table.field(f.name).type} in the table {self.table_path(topic)}, a change Hudi cannot "
-                        f"follow (ints widen to longer ints, float to double, decimals to more digits); no table "
+                        f"follow (ints widen to longer ints, float to double, decimals to more digits in the same Avro "
+                        f"fixed size); no table "
                         f"was changed"
                     )
         added = {n for n, _ in events.added_columns(spec.connector)}

@@ -53,6 +53,19 @@ def decimal_size(precision):
     return size
 
 
+def decimal_widens(old, new):
+    """Whether a decimal column of Arrow type `old` may take the type `new` as Hudi lets a table evolve: the same
+    scale, more digits, in an Avro fixed of the same size (Hudi's schema check compares a fixed's size, never its
+    precision, so decimal(10, 2) becomes decimal(11, 2) but not decimal(12, 2))."""
+    return (
+        pa.types.is_decimal(old)
+        and pa.types.is_decimal(new)
+        and old.scale == new.scale
+        and old.precision < new.precision
+        and decimal_size(old.precision) == decimal_size(new.precision)
+    )
+
+
 # ---------------------------------------------------------------- Arrow -> Avro
 
 

@@ -35,7 +35,7 @@ from ..checkpoints.batch_checkpoint import last_batch_id, writer_identifier
 from ..compaction.plan import pending_file_groups
 from ..compaction.service import TableServices
 from ..errors import HoodieConfigError, HoodieError, HoodieTableError, HoodieUnplannedInputError
-from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema
+from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema, decimal_widens
 from ..format.merge import merge_mode
 from ..format.metadata_table import remove_metadata_table
 from ..format.table_lock import TableLease, query_lease
@@ -487,10 +487,10 @@ class HoodieStreamSink:
             to_type = None  # the Spark type the column is cast to
             if batch_type.equals(f.type):
                 fields.append(table_avro["fields"][i])
-            elif any(batch_type.equals(t) for t in _PROMOTIONS.get(f.type, ())):
+            elif _promotes(f.type, batch_type):
                 fields.append(batch_fields[f.name])  # the table's type widens to the batch's
                 evolved = True
-            elif any(f.type.equals(t) for t in _PROMOTIONS.get(batch_type, ())):
+            elif _promotes(batch_type, f.type):
                 to_type = from_arrow_type(f.type)  # written as the table's type
                 fields.append(table_avro["fields"][i])
                 cast = True
@@ -498,7 +498,7 @@ class HoodieStreamSink:
                 raise HoodieError(
                     f"{incompatible}: column {f.name!r} is {batch_type} in the batch but {f.type} in the "
                     f"table (Hudi promotes int to long, float or double, long to float or double, "
-                    f"float to double)"
+                    f"float to double, a decimal to more digits of the same scale in the same Avro fixed size)"
                 )
             select.append((f.name, to_type))
             order.append(f.name)
@@ -788,6 +788,11 @@ _PROMOTIONS = {
     pa.int64(): (pa.float32(), pa.float64()),
     pa.float32(): (pa.float64(),),
 }
+
+
+def _promotes(old, new):
+    """Whether Hudi lets a column of Arrow type `old` take values of `new` (the table evolves to `new`)."""
+    return any(new.equals(t) for t in _PROMOTIONS.get(old, ())) or decimal_widens(old, new)
 
 
 _checked_worker_pythons: set[str] = set()
