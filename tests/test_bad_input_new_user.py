@@ -234,6 +234,10 @@ def test_decimals_widen_within_their_avro_fixed_size_as_hudi_allows(spark, tmp_p
     with pytest.raises(HoodieError, match=r"'price' is decimal128\(12, 2\) in the batch.*same Avro fixed size"):
         sink(spark.createDataFrame([(3, "sf", 1, "d", False, Decimal("1.00"))], ddl.format(12)), 3)
     assert HoodieTable(base).read().num_rows == 2
+    # fewer digits than the table's, whatever their size: written as the table's decimal(11, 2)
+    sink(spark.createDataFrame([(3, "sf", 1, "d", False, Decimal("1.25"))], ddl.format(4)), 3)
+    got = HoodieTable(base).read().sort_by("id")
+    assert got.schema.field("price").type == pa.decimal128(11, 2) and got["price"][2].as_py() == Decimal("1.25")
 
 
 def test_non_nullable_new_column_says_how_to_make_it_nullable(spark, table):

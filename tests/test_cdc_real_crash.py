@@ -66,33 +66,39 @@ def kill_connect_while_writing(cdc_env, connector, schema, rng, next_id):
     """Kafka Connect SIGKILLed while a workload runs, 1-4 s after its connector committed an offset (offsets are
     committed every 5 s: scripts/cdc-env.sh), then started again; the workload's next id."""
     first = connector.confirmed_lsn()
-    state, stop, seed = {"next": next_id}, threading.Event(), rng.random()
+    state, stop, seed = {"next": next_id, "error": None}, threading.Event(), rng.random()
 
     def write():
         writer_rng = random.Random(seed)
-        with cdc_env.sql() as db:
-            while not stop.is_set():
-                state["next"] = random_workload(db, schema, writer_rng, 1, state["next"])
-                time.sleep(0.05)
+        try:
+            with cdc_env.sql() as db:
+                while not stop.is_set():
+                    state["next"] = random_workload(db, schema, writer_rng, 1, state["next"])
+                    time.sleep(0.05)
+        except BaseException as err:  # raised in the test's thread after join()
+            state["error"] = err
 
     worker = threading.Thread(target=write, name="workload")
     worker.start()
     try:
         deadline = time.monotonic() + 60
-        while connector.confirmed_lsn() == first:  # before its first commit, Debezium would snapshot again
-            assert time.monotonic() < deadline, "the connector committed no offset in 60 s"
+        while connector.confirmed_lsn() == first:  # the kill comes 1-4 s after a commit, before the next (5 s)
+            assert time.monotonic() < deadline and state["error"] is None, "the connector committed no offset in 60 s"
             time.sleep(0.1)
         time.sleep(rng.uniform(1, 4))
         cdc_env.restart_connect(kill=True)
     finally:
         stop.set()
         worker.join()
+    if state["error"] is not None:
+        raise state["error"]
     connector.wait_running()
     return state["next"]
 
 
 def redelivered(spark, bootstrap, prefix):
-    """How many messages of the topics repeat an earlier one (the same key, operation and LSN)."""
+    """(how many change messages of the topics repeat an earlier one: the same key, operation and LSN; how many
+    keys have more than one snapshot read, i.e. Debezium took its snapshot again)."""
     from pyspark.sql import functions as F
 
     messages = (
@@ -109,7 +115,9 @@ def redelivered(spark, bootstrap, prefix):
             F.get_json_object(F.col("value").cast("string"), "$.payload.source.lsn").alias("lsn"),
         )
     )
-    return messages.count() - messages.distinct().count()
+    changes = messages.where(F.col("op") != "r")
+    snapshot_reads = messages.where(F.col("op") == "r").groupBy("topic", "key").count()
+    return changes.count() - changes.distinct().count(), snapshot_reads.where(F.col("count") > 1).count()
 
 
 def batch_ids(path):
@@ -150,9 +158,10 @@ def test_sigkilled_driver_and_kafka_connect_change_each_row_exactly_once(spark, 
                 break
             assert time.monotonic() < deadline, diffs
             time.sleep(2)
-        duplicates = redelivered(spark, cdc_env.bootstrap, prefix)
+        duplicates, snapshotted_again = redelivered(spark, cdc_env.bootstrap, prefix)
         print(f"{duplicates} messages sent again after Kafka Connect was killed")
         assert duplicates > 0, "Kafka Connect's kill sent nothing again: the test proves no redelivery"
+        assert snapshotted_again == 0, f"{snapshotted_again} keys were read by a second snapshot"
     finally:
         connector.delete()
         db.close()

@@ -183,12 +183,14 @@ def test_snapshot_then_a_random_workload_leave_every_table_equal_to_the_database
     # Apache Hudi reads the same rows, and hudi-rs those of the tables it can read
     assert differences(db, lake, prefix, schema, TABLES, java_hudi("0.15.0").read) == {}, "Apache Hudi 0.15.0"
     assert differences(db, lake, prefix, schema, TABLES[1:], rs_read) == {}, "hudi-rs"
-    # hudi-rs 0.5.0 sometimes refuses the items table in its merge of partial updates (on in DebeziumSink's tables),
-    # by the table's history: "partial-update column 'tags' has type List(...) but the table schema expects
-    # List(element ...)"; Apache Hudi reads it (above). When hudi-rs reads it, its rows are the database's
+    # hudi-rs 0.5.0 refuses the items table in its merge of partial updates (on in DebeziumSink's tables) when a log
+    # block's column type is not the table's exactly: the decimal widened above ("partial-update column 'price' has
+    # type Decimal128(10, 2) but the table schema expects Decimal128(11, 2)"), and by the table's history the list
+    # ("'tags' has type List(...) but the table schema expects List(element ...)"). Apache Hudi reads it (above).
+    # When hudi-rs reads it, its rows are the database's
     try:
         assert differences(db, lake, prefix, schema, TABLES[:1], rs_read) == {}, "hudi-rs"
     except Exception as err:
-        if "partial-update column 'tags'" not in str(err):
+        if not re.search(r"partial-update column '(price|tags)' has type", str(err)):
             raise
     db.close()

@@ -311,18 +311,29 @@ def test_unwrapped_events_and_other_connectors_are_refused_by_name():
 
 def test_schema_versions_merge_new_columns_at_the_end_and_widen_but_refuse_other_changes():
     v1 = pa.schema([("id", pa.int32()), ("price", pa.decimal128(10, 2)), ("w", pa.float32())])
-    v2 = pa.schema([("id", pa.int64()), ("price", pa.decimal128(11, 2)), ("w", pa.float64()), ("n", pa.string())])
+    v2 = pa.schema([("id", pa.int64()), ("price", pa.decimal128(12, 2)), ("w", pa.float64()), ("n", pa.string())])
     merged = events.merged_rows([v1, v2], ["a", "b"])
     assert merged == pa.schema(
-        [("id", pa.int64()), ("price", pa.decimal128(11, 2)), ("w", pa.float64()), ("n", pa.string())]
+        [("id", pa.int64()), ("price", pa.decimal128(12, 2)), ("w", pa.float64()), ("n", pa.string())]
     )
-    # more digits that need a larger Avro fixed (6 bytes, not 5): Hudi refuses the table's evolution
-    with pytest.raises(HoodieFormatError, match="column 'price' changed from decimal128.10, 2. to decimal128.12, 2."):
-        events.merged_rows([v1, pa.schema([("price", pa.decimal128(12, 2))])], ["a", "b"])
     with pytest.raises(HoodieFormatError, match=r"topic 't' partition 1 offset 9: column 'id' changed from int32"):
         events.merged_rows([v1, pa.schema([("id", pa.string())])], ["a", "topic 't' partition 1 offset 9"])
     with pytest.raises(HoodieFormatError, match="column 'price'"):
         events.merged_rows([v1, pa.schema([("price", pa.decimal128(12, 3))])], ["a", "b"])
+
+
+def test_a_table_follows_events_of_narrower_types_and_widens_as_hudi_allows():
+    """A table column takes events of its type or narrower ones (written as the table's), and widens as Hudi 0.15
+    lets it: a decimal only to more digits in an Avro fixed of the same size (its write check compares sizes)."""
+    from hoodie_stream.debezium.sink import _follows
+
+    d = pa.decimal128
+    assert _follows(d(10, 2), d(11, 2))  # 5 bytes both
+    assert not _follows(d(10, 2), d(12, 2))  # 5 -> 6 bytes: Hudi refuses the schema
+    assert _follows(d(12, 2), d(10, 2))  # narrower: written as decimal(12, 2), the table stays
+    assert not _follows(d(10, 2), d(11, 3))
+    assert _follows(pa.int32(), pa.int64()) and _follows(pa.int64(), pa.int32())
+    assert not _follows(pa.int64(), pa.string())
 
 
 # -- the ordering value -------------------------------------------------------------------------------------------

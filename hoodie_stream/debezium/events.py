@@ -32,7 +32,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import HoodieFormatError, HoodieUnplannedInputError
-from ..format.avro_schema import decimal_widens
 from . import avro_envelope, json_envelope, types
 
 POSTGRESQL, MYSQL = "postgresql", "mysql"
@@ -171,18 +170,16 @@ _WIDER = {pa.int8(): 0, pa.int16(): 1, pa.int32(): 2, pa.int64(): 3}
 
 def wider(old, new):
     """The type a column of `old` values evolves to when `new` values arrive, or None when Hudi cannot evolve it:
-    ints widen to longer ints, float to double, decimals to more digits of the same scale in the same Avro fixed
-    size (format.avro_schema.decimal_widens)."""
+    ints widen to longer ints, float to double, decimals to more digits of the same scale (whether a table can
+    follow is the sink's check: a decimal's Avro fixed keeps its size)."""
     if old.equals(new):
         return old
     if old in _WIDER and new in _WIDER:
         return old if _WIDER[old] >= _WIDER[new] else new
     if pa.types.is_floating(old) and pa.types.is_floating(new):
         return old if old.bit_width >= new.bit_width else new
-    if decimal_widens(old, new):
-        return new
-    if decimal_widens(new, old):
-        return old
+    if pa.types.is_decimal(old) and pa.types.is_decimal(new) and old.scale == new.scale:
+        return old if old.precision >= new.precision else new
     return None
 
 
@@ -199,8 +196,7 @@ def merged_rows(schemas, where):
             if to is None:
                 raise HoodieFormatError(
                     f"{place}: column {f.name!r} changed from {fields[f.name]} to {f.type}, which a Hudi table "
-                    f"cannot follow (ints widen to longer ints, float to double, decimals to more digits in the "
-                    f"same Avro fixed size)"
+                    f"cannot follow (ints widen to longer ints, float to double, decimals to more digits)"
                 )
             fields[f.name] = to
     return pa.schema([pa.field(n, t) for n, t in fields.items()])

@@ -27,7 +27,7 @@ from ..errors import (
     HoodieUnplannedInputError,
     rebuild_task_error,
 )
-from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema
+from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema, decimal_widens
 from ..format.writer import HoodieWriter
 from ..options import parse_options
 from ..storage import storage_for
@@ -421,10 +421,13 @@ class DebeziumSink:
 
 def _follows(table_type, event_type):
     """Whether a table column of `table_type` can take `event_type` values: the same, narrower (written as the
-    table's) or wider (the table evolves)."""
+    table's) or wider as Hudi lets a table evolve (a decimal only within its Avro fixed's size)."""
     if pa.types.is_timestamp(table_type) and pa.types.is_timestamp(event_type):
         return True  # the table's Avro keeps no zone: read back as UTC
-    return events.wider(table_type, event_type) is not None
+    to = events.wider(table_type, event_type)
+    if to is not None and pa.types.is_decimal(to) and not to.equals(table_type):
+        return decimal_widens(table_type, to)
+    return to is not None
 
 
 def flatten(

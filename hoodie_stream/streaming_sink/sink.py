@@ -463,8 +463,10 @@ class HoodieStreamSink:
         """Match the micro-batch's columns to the table's by name, as Hudi does. Returns (schema, df): the evolved
         Avro schema (None when the table schema stays) and the micro-batch in the table's column order with
         narrower types cast to the table's. Accepted: columns in any order; a column of a type Avro promotes to
-        the table's (int -> long/float/double, long -> float/double, float -> double) is written as the table's;
-        a column of a type the table's promotes to widens the table's; new nullable columns go at the end.
+        the table's (int -> long/float/double, long -> float/double, float -> double) or a decimal of the table's
+        scale and fewer digits is written as the table's; a column of a type the table's promotes to widens the
+        table's (a decimal to more digits only within its Avro fixed's size, as Hudi checks it); new nullable
+        columns go at the end.
         Anything else raises HoodieError."""
         from pyspark.sql import functions as F
         from pyspark.sql.pandas.types import from_arrow_type
@@ -490,7 +492,7 @@ class HoodieStreamSink:
             elif _promotes(f.type, batch_type):
                 fields.append(batch_fields[f.name])  # the table's type widens to the batch's
                 evolved = True
-            elif _promotes(batch_type, f.type):
+            elif _casts(batch_type, f.type):
                 to_type = from_arrow_type(f.type)  # written as the table's type
                 fields.append(table_avro["fields"][i])
                 cast = True
@@ -791,8 +793,16 @@ _PROMOTIONS = {
 
 
 def _promotes(old, new):
-    """Whether Hudi lets a column of Arrow type `old` take values of `new` (the table evolves to `new`)."""
+    """Whether Hudi lets a table column of Arrow type `old` evolve to `new`."""
     return any(new.equals(t) for t in _PROMOTIONS.get(old, ())) or decimal_widens(old, new)
+
+
+def _casts(narrow, wide):
+    """Whether values of Arrow type `narrow` are written as a table column's `wide` (the table stays): a type Avro
+    promotes, or a decimal of the same scale and fewer digits."""
+    if pa.types.is_decimal(narrow) and pa.types.is_decimal(wide):
+        return narrow.scale == wide.scale and narrow.precision < wide.precision
+    return any(wide.equals(t) for t in _PROMOTIONS.get(narrow, ()))
 
 
 _checked_worker_pythons: set[str] = set()
