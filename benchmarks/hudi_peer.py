@@ -12,8 +12,9 @@ Requests are JSON lines on stdin; each answer is one line on stdout starting wit
       a streaming query reading the Parquet batch directories moved into W (`W/*`, rows of DIR's schema) into
       Hudi's Structured Streaming sink (`writeStream.format("hudi")`, its default trigger) -> {}
   {"op": "batch", "input": DIR}
-      DIR (one micro-batch's Parquet files) moved into W in one rename, then processAllAvailable(): the wall time
-      from the rename to the batch committed, and the query's own figures for it -> {"seconds": s, "progress": {...}}
+      DIR (one micro-batch's Parquet files, left where it is) linked beside W and moved into it in one rename,
+      then processAllAvailable(): the wall time from the rename to the batch committed, and the query's own
+      figures for it -> {"seconds": s, "progress": {...}}
   {"op": "stop_stream"}
       the query stopped -> {}
   {"op": "compactions", "path": P}
@@ -25,6 +26,7 @@ reports the peer's failure instead of hanging.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -117,6 +119,7 @@ class Peer:
         self.spark = spark
         self.query = None
         self.watch = None
+        self.batches = 0
 
     def bulk_insert(self, req):
         df = self.spark.read.parquet(req["input"])
@@ -126,8 +129,9 @@ class Peer:
         return {"seconds": time.perf_counter() - start}
 
     def start_stream(self, req):
-        self.watch = req["watch"]
+        self.watch, self.batches = req["watch"], 0
         os.makedirs(self.watch, exist_ok=True)
+        os.makedirs(self.watch + ".staging", exist_ok=True)
         schema = self.spark.read.parquet(req["schema_from"]).schema
         stream = self.spark.readStream.schema(schema).parquet(os.path.join(self.watch, "*"))
         self.query = (
@@ -140,12 +144,19 @@ class Peer:
         return {}
 
     def batch(self, req):
-        target = os.path.join(self.watch, os.path.basename(req["input"].rstrip("/")))
+        self.batches += 1
+        staged = os.path.join(self.watch + ".staging", str(self.batches))
+        shutil.copytree(req["input"], staged, copy_function=os.link)
+        before = (self.query.lastProgress or {}).get("batchId", -1)
         start = time.perf_counter()
-        os.rename(req["input"], target)
-        self.query.processAllAvailable()
+        os.rename(staged, os.path.join(self.watch, str(self.batches)))
+        while True:  # a trigger that listed the files before the rename may end processAllAvailable() at once
+            self.query.processAllAvailable()
+            progress = self.query.lastProgress or {}
+            if progress.get("batchId", -1) > before and progress.get("numInputRows"):
+                break
+            time.sleep(0.01)
         seconds = time.perf_counter() - start
-        progress = self.query.lastProgress or {}
         return {
             "seconds": seconds,
             "progress": {

@@ -321,6 +321,12 @@ def ratios(res):
                 statistics.median(res["delta"]["lat"]) / sink,
                 3.0,
             )
+        for peer, goal in (("hudi", 3.0), ("hudi_bucket", 1.0)):
+            if peer in res:
+                out[f"{system} ({label}) vs Apache Hudi's {peer} ({peer} latency / sink latency)"] = (
+                    statistics.median(res[peer]["lat"]) / sink,
+                    goal,
+                )
     return out
 
 
@@ -363,7 +369,10 @@ def parse_args(argv):
     p.add_argument("--initial-runs", type=int, default=1, help="initial loads per size and system")
     p.add_argument("--initial-only", action="store_true", help="measure the initial loads only")
     p.add_argument("--quick", action="store_true", help="200k and 1M rows, 4 batches (under ~3 minutes)")
-    p.add_argument("--driver-memory", default="4g")
+    p.add_argument("--driver-memory", default="4g", help="each Spark driver's heap: this project's and Hudi's")
+    p.add_argument(
+        "--hudi-buckets", type=int, default=4, help="hudi_bucket: hoodie.bucket.index.num.buckets (Flink's default)"
+    )
     p.add_argument("--workdir", default=None, help="where tables and batches go (default: a temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the work directory")
     a = p.parse_args(argv)
@@ -437,7 +446,7 @@ def main(argv=None):
                 measured = k >= args.warmup
                 history.append((size, d, measured, mix))
                 for system in systems:
-                    if system == SINK_C:
+                    if system == SINK_C or system in HUDI_SYSTEMS:
                         continue  # replayed after the other systems (below)
                     if system == "sink":
                         el, stages, span = timed(lambda: sink(read(spark, d), batch_id))
@@ -476,6 +485,10 @@ def main(argv=None):
         if SINK_C in systems and not args.initial_only:
             replay_with_compaction(
                 spark, timed, results, history, os.path.join(work, "hudi_c"), options, args.batch_rows, args.trigger
+            )
+        for system in [s for s in systems if s in HUDI_SYSTEMS and not args.initial_only]:
+            replay_with_hudi(
+                system, results, history, work, args.batch_rows, args.trigger, args.driver_memory, args.hudi_buckets
             )
         if args.verify and not args.initial_only:
             verify(
@@ -637,6 +650,70 @@ def replay_with_compaction(spark, timed, results, history, path, options, batch_
         )
     finally:
         sink_c.close(wait=False)
+
+
+HUDI_SYSTEMS = {  # Apache Hudi's own Structured Streaming sink, its defaults (SIMPLE index, async compaction)
+    "hudi": {},
+    "hudi_bucket": {"hoodie.index.type": "BUCKET"},  # + hoodie.bucket.index.num.buckets (--hudi-buckets)
+}
+
+
+def hudi_options(system, buckets):
+    """Hudi's write options for the bench table (MERGE_ON_READ, upsert, non-partitioned, keyed by id, ordered by
+    ts; `_hoodie_is_deleted` rows delete) and the system's index."""
+    options = {
+        "hoodie.table.name": "bench",
+        "hoodie.datasource.write.table.type": "MERGE_ON_READ",
+        "hoodie.datasource.write.operation": "upsert",
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.precombine.field": "ts",
+        "hoodie.datasource.write.partitionpath.field": "",
+        "hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.NonpartitionedKeyGenerator",
+        **HUDI_SYSTEMS[system],
+    }
+    if system == "hudi_bucket":
+        options["hoodie.bucket.index.num.buckets"] = str(buckets)
+    return options
+
+
+def replay_with_hudi(system, results, history, work, batch_rows, trigger, driver_memory, buckets):
+    """Apache Hudi 0.15.0's Structured Streaming sink (benchmarks/hudi_peer.py, its own process on pyspark 3.5)
+    given exactly the same batches in the same order, alone after the other systems as sink_c is: one streaming
+    query, each batch directory moved into the directory it reads, timed until Hudi committed it."""
+    from hudi_peer import HudiPeer
+
+    path, label = os.path.join(work, system), f"{system} (Apache Hudi 0.15.0)"
+    print(f"\n== {label}: the same {len(history)} batches, measured batches started every {trigger:g}s ==")
+    peer = HudiPeer(driver_memory)
+    try:
+        peer.request(
+            "start_stream",
+            path=path,
+            watch=os.path.join(work, system + "-watch"),
+            checkpoint=os.path.join(work, system + "-chk"),
+            schema_from=history[0][1],
+            options=hudi_options(system, buckets),
+        )
+        current = None
+        next_start = time.monotonic()
+        for size, d, measured, mix in history:
+            if measured:
+                time.sleep(max(0.0, next_start - time.monotonic()))
+            next_start = time.monotonic() + trigger
+            el = peer.request("batch", input=d)["seconds"]
+            if mix is None:
+                print(f"  build: {system} inserted into a table of {size:,} rows in {el:.1f}s")
+            if measured:
+                results.add(size, system, el, [], el)
+            if size != current and current is not None:
+                print_size(current, {system: results.by_size[current][system]}, batch_rows)
+            current = size
+        print_size(current, {system: results.by_size[current][system]}, batch_rows)
+        c = peer.request("compactions", path=path)
+        print(f"  compactions completed while {system} ran: {c['completed']}; pending at the end: {c['pending']}")
+        peer.request("stop_stream")
+    finally:
+        peer.close()
 
 
 def verify(hudi_path, delta_path, expected):
