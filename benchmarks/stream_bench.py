@@ -37,6 +37,11 @@ of its Spark stages). `--profile` adds a cProfile of the sink's three mapInArrow
          batches run back to back (`--trigger` N starts them every N seconds, as a ProcessingTime trigger). It is
          what a user with default options gets; the summary compares its p99 with the sink's (goal: at most 1.5x).
 
+- hudi, hudi_bucket: Apache Hudi 0.15.0's own Structured Streaming sink (`writeStream.format("hudi")`, MERGE_ON_READ
+         upsert; benchmarks/hudi_peer.py, a process of its own on .venv-hudi's pyspark 3.5) with its defaults (SIMPLE
+         index, async compaction), and with the BUCKET index (`--hudi-buckets`); each replays the same batches alone
+         after the other systems, as sink_c does. The summary gives the sink's speed against them.
+
 Table services (for `sink`): compaction scheduling is off unless `--compaction` (then the sink's defaults: a plan every 5 delta
 commits, executed asynchronously on the same two cores); cleaning runs with its defaults.
 
