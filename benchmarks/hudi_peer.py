@@ -95,23 +95,11 @@ class HudiPeer:
 
 
 def session(driver_memory, jars):
-    from pyspark.sql import SparkSession
+    """The oracle's Hudi session (tests/hudi_oracle/driver.py), with the benchmark's heap."""
+    sys.path.insert(0, str(ROOT / "tests" / "hudi_oracle"))
+    from driver import _session
 
-    return (
-        SparkSession.builder.master("local[2]")
-        .appName("hudi-peer")
-        .config("spark.jars", ",".join(jars))
-        .config("spark.driver.memory", driver_memory)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
-        .config("spark.kryo.registrator", "org.apache.spark.HoodieSparkKryoRegistrar")
-        .config("spark.sql.extensions", "org.apache.spark.sql.hudi.HoodieSparkSessionExtension")
-        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.hudi.catalog.HoodieCatalog")
-        .getOrCreate()
-    )
+    return _session(jars, driver_memory, "hudi-peer")
 
 
 class Peer:

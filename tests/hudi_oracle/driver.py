@@ -25,14 +25,15 @@ import traceback
 ANSWER = "@@hudi-oracle@@ "
 
 
-def _session(jars):
+def _session(jars, driver_memory="1g", app="java-hudi-oracle"):
+    """Hudi's Spark session on local[2] (also the benchmarks' Hudi peer's, benchmarks/hudi_peer.py)."""
     from pyspark.sql import SparkSession
 
     return (
         SparkSession.builder.master("local[2]")
-        .appName("java-hudi-oracle")
+        .appName(app)
         .config("spark.jars", ",".join(jars))
-        .config("spark.driver.memory", "1g")
+        .config("spark.driver.memory", driver_memory)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "2")
