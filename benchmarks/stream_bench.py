@@ -37,8 +37,11 @@ of its Spark stages). `--profile` adds a cProfile of the sink's three mapInArrow
          batches run back to back (`--trigger` N starts them every N seconds, as a ProcessingTime trigger). It is
          what a user with default options gets; the summary compares its p99 with the sink's (goal: at most 1.5x).
 
+- delta_spark: delta-spark 4.4.0's `MERGE` in `foreachBatch` of a streaming query (benchmarks/spark_peer.py, a process
+         of its own on this project's pyspark), each batch's directory moved into the directory the query reads,
+         timed until its micro-batch is done; interleaved with the systems above.
 - hudi, hudi_bucket: Apache Hudi 0.15.0's own Structured Streaming sink (`writeStream.format("hudi")`, MERGE_ON_READ
-         upsert; benchmarks/hudi_peer.py, a process of its own on .venv-hudi's pyspark 3.5) with its defaults (SIMPLE
+         upsert; benchmarks/spark_peer.py, a process of its own on .venv-hudi's pyspark 3.5) with its defaults (SIMPLE
          index, async compaction), and with the BUCKET index (`--hudi-buckets`); each replays the same batches alone
          after the other systems, as sink_c does. The summary gives the sink's speed against them.
 
@@ -49,7 +52,8 @@ Run: python benchmarks/stream_bench.py                     # 1M and 6M rows, 10 
      python benchmarks/stream_bench.py --quick             # 200k and 1M rows, 4 batches: under ~3 minutes
      python benchmarks/stream_bench.py --initial-only --initial-runs 3   # the initial load alone, 3 times
      python benchmarks/stream_bench.py --sizes 6000000 --batches 20 --systems sink,delta
-Needs: pip install -e ".[bench]" (deltalake) for the delta-rs column; `--systems sink,floor` runs without it.
+Needs: bash scripts/setup-bench-peers.sh (delta-rs, delta-spark and its jars, Apache Hudi 0.15.0) for the peers;
+`--systems sink,floor` runs without them.
 """
 
 import argparse
@@ -326,9 +330,9 @@ def ratios(res):
                 statistics.median(res["delta"]["lat"]) / sink,
                 3.0,
             )
-        for peer, goal in (("hudi", 3.0), ("hudi_bucket", 1.0)):
+        for peer, goal in (("hudi", 3.0), ("hudi_bucket", 1.0), (DELTA_SPARK, 1.0)):
             if peer in res:
-                out[f"{system} ({label}) vs Apache Hudi's {peer} ({peer} latency / sink latency)"] = (
+                out[f"{system} ({label}) vs {peer} ({peer} latency / sink latency)"] = (
                     statistics.median(res[peer]["lat"]) / sink,
                     goal,
                 )
@@ -417,6 +421,7 @@ def main(argv=None):
         options["compaction.schedule.enabled"] = "false"
     options.update(kv.split("=", 1) for kv in args.option)
     sink = HoodieStreamSink(hudi_path, options)  # one writer: it also builds the table (upserts of new keys)
+    peers = {}  # system -> SparkPeer interleaved with the others (delta-spark's streaming MERGE)
     timed = Timed(spark)
     work_load = Workload()
     results = Results()
@@ -430,6 +435,8 @@ def main(argv=None):
             initial = initial_loads(spark, timed, work, args.initial_sizes, args.initial_runs, systems, load_options)
         for size in [] if args.initial_only else args.sizes:
             # grow the tables to `size` live rows
+            if DELTA_SPARK in systems and DELTA_SPARK not in peers:
+                peers[DELTA_SPARK] = start_delta_spark(work, args.driver_memory)
             while work_load.live_rows < size:
                 n = min(args.build_chunk, size - work_load.live_rows)
                 chunk = work_load.inserts(n)
@@ -438,6 +445,9 @@ def main(argv=None):
                     el, _, _ = timed(lambda: sink(read(spark, d), batch_id))
                     batch_id += 1
                     print(f"  build: sink inserted {n:,} rows in {el:.1f}s ({n / el:,.0f} rows/s)")
+                if DELTA_SPARK in systems:
+                    el = peers[DELTA_SPARK].request("batch", input=d)["seconds"]
+                    print(f"  build: delta-spark merged {n:,} new rows in {el:.1f}s ({n / el:,.0f} rows/s)")
                 if "delta" in systems:
                     t0 = time.perf_counter()
                     write_deltalake(delta_path, pq.read_table(d), mode="append")
@@ -465,6 +475,9 @@ def main(argv=None):
                         t0 = time.perf_counter()
                         delta_merge(delta_path, d)
                         el, stages, span = time.perf_counter() - t0, [], 0.0
+                    elif system == DELTA_SPARK:
+                        el = peers[DELTA_SPARK].request("batch", input=d)["seconds"]
+                        stages, span = [], el
                     else:
                         raise SystemExit(f"unknown system {system!r}")
                     if measured:
@@ -505,6 +518,8 @@ def main(argv=None):
         for _size, d, _measured, _mix in history:
             shutil.rmtree(d, ignore_errors=True)
         rss.stop()
+        for peer in peers.values():
+            peer.close()
         sink.close()
         spark.stop()
         if not args.keep and not args.workdir:
@@ -657,6 +672,27 @@ def replay_with_compaction(spark, timed, results, history, path, options, batch_
         sink_c.close(wait=False)
 
 
+DELTA_SPARK = "delta_spark"  # delta-spark MERGE in foreachBatch, in a process of its own
+
+
+def start_delta_spark(work, driver_memory):
+    """delta-spark's streaming query (benchmarks/spark_peer.py) on an empty Delta table of the batches' schema."""
+    from spark_peer import SparkPeer
+
+    schema_dir = os.path.join(work, "delta-spark-schema")
+    os.makedirs(schema_dir, exist_ok=True)
+    pq.write_table(SCHEMA.empty_table(), os.path.join(schema_dir, "part-0.parquet"))
+    peer = SparkPeer("delta", driver_memory)
+    peer.request(
+        "start_stream",
+        path=os.path.join(work, DELTA_SPARK),
+        watch=os.path.join(work, DELTA_SPARK + "-watch"),
+        checkpoint=os.path.join(work, DELTA_SPARK + "-chk"),
+        schema_from=schema_dir,
+    )
+    return peer
+
+
 HUDI_SYSTEMS = {  # Apache Hudi's own Structured Streaming sink, its defaults (SIMPLE index, async compaction)
     "hudi": {},
     "hudi_bucket": {"hoodie.index.type": "BUCKET"},  # + hoodie.bucket.index.num.buckets (--hudi-buckets)
@@ -682,14 +718,14 @@ def hudi_options(system, buckets):
 
 
 def replay_with_hudi(system, results, history, work, batch_rows, trigger, driver_memory, buckets):
-    """Apache Hudi 0.15.0's Structured Streaming sink (benchmarks/hudi_peer.py, its own process on pyspark 3.5)
+    """Apache Hudi 0.15.0's Structured Streaming sink (benchmarks/spark_peer.py, its own process on pyspark 3.5)
     given exactly the same batches in the same order, alone after the other systems as sink_c is: one streaming
     query, each batch directory moved into the directory it reads, timed until Hudi committed it."""
-    from hudi_peer import HudiPeer
+    from spark_peer import SparkPeer
 
     path, label = os.path.join(work, system), f"{system} (Apache Hudi 0.15.0)"
     print(f"\n== {label}: the same {len(history)} batches, measured batches started every {trigger:g}s ==")
-    peer = HudiPeer(driver_memory)
+    peer = SparkPeer("hudi", driver_memory)
     try:
         peer.request(
             "start_stream",

@@ -1,16 +1,22 @@
-"""Apache Hudi's own Spark writer as a benchmark peer, in a process of its own: Hudi 0.15.0's Spark bundle on the
-oracle's pyspark 3.5 (.venv-hudi, scripts/setup-hudi-oracle.sh), one JVM for the life of the process. The
-benchmarks start it with `HudiPeer` and send it requests; it answers each with its own wall times.
+"""Another system's Spark writer as a benchmark peer, in a process of its own (one JVM for its life), so that its
+Spark, jars and catalog stay apart from this project's. The benchmarks start it with `SparkPeer(system)` and send it
+requests; it answers each with its own wall times. Systems:
 
-    .venv-hudi/bin/python benchmarks/hudi_peer.py DRIVER_MEMORY JAR [JAR...]
+- `hudi`: Apache Hudi 0.15.0's Spark bundle on the oracle's pyspark 3.5 (.venv-hudi, scripts/setup-hudi-oracle.sh):
+  its Structured Streaming sink (`writeStream.format("hudi")`), its `bulk_insert` for a first load;
+- `delta`: delta-spark on this project's pyspark: `MERGE` in `foreachBatch` (matched and deleted -> delete, matched
+  -> update all, not matched and not deleted -> insert all), a plain Delta write for a first load. Its jars are
+  in .bench-peers/ (scripts/setup-bench-peers.sh).
+
+    python benchmarks/spark_peer.py SYSTEM DRIVER_MEMORY JAR [JAR...]
 
 Requests are JSON lines on stdin; each answer is one line on stdout starting with ANSWER (the JVM may print others):
 
-  {"op": "bulk_insert", "input": DIR, "path": P, "options": {...}}
-      the Parquet files of DIR written as a new table with Hudi's bulk_insert -> {"seconds": s}
+  {"op": "load", "input": DIR, "path": P, "options": {...}}
+      the Parquet files of DIR written as a new table (Hudi: bulk_insert) -> {"seconds": s}
   {"op": "start_stream", "path": P, "watch": W, "checkpoint": C, "schema_from": DIR, "options": {...}}
-      a streaming query reading the Parquet batch directories moved into W (`W/*`, rows of DIR's schema) into
-      Hudi's Structured Streaming sink (`writeStream.format("hudi")`, its default trigger) -> {}
+      a streaming query reading the Parquet batch directories moved into W (`W/*`, rows of DIR's schema) into the
+      system's sink, with the default trigger -> {}
   {"op": "batch", "input": DIR}
       DIR (one micro-batch's Parquet files, left where it is) linked beside W and moved into it in one rename,
       then processAllAvailable(): the wall time from the rename to the batch committed, and the query's own
@@ -18,7 +24,7 @@ Requests are JSON lines on stdin; each answer is one line on stdout starting wit
   {"op": "stop_stream"}
       the query stopped -> {}
   {"op": "compactions", "path": P}
-      the table's completed and pending compactions (its timeline) -> {"completed": n, "pending": n}
+      Hudi: the table's completed and pending compactions (its timeline) -> {"completed": n, "pending": n}
 
 Hudi's sink calls System.exit after a micro-batch failed its retries: that ends this process, and the benchmark
 reports the peer's failure instead of hanging.
@@ -36,25 +42,35 @@ import traceback
 from collections import deque
 from pathlib import Path
 
-ANSWER = "@@hudi-peer@@ "
+ANSWER = "@@spark-peer@@ "
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".venv-hudi"
 SETUP = "bash scripts/setup-hudi-oracle.sh"
 
 
-class HudiPeer:
+class SparkPeer:
     """The peer process seen from the benchmark: `request(op, ...)` answers as above (an error raises)."""
 
-    def __init__(self, driver_memory="4g", version="0.15.0"):
-        python, jars = VENV / "bin" / "python", sorted((VENV / "jars" / f"hudi-{version}").glob("*.jar"))
-        if not python.exists() or not jars:
-            raise SystemExit(f"Apache Hudi {version} for the benchmark is not set up ({VENV}): run `{SETUP}`")
-        self.version = version
-        self.workdir = Path(tempfile.mkdtemp(prefix="hudi-peer-"))
+    def __init__(self, system, driver_memory="4g"):
+        if system == "hudi":
+            python, jars = VENV / "bin" / "python", sorted((VENV / "jars" / "hudi-0.15.0").glob("*.jar"))
+            self.name = "Apache Hudi 0.15.0"
+            if not python.exists() or not jars:
+                raise SystemExit(f"{self.name} for the benchmark is not set up ({VENV}): run `{SETUP}`")
+        elif system == "delta":
+            python, jars = Path(sys.executable), sorted((ROOT / ".bench-peers" / "delta-4.4.0").glob("*.jar"))
+            self.name = "delta-spark 4.4.0"
+            if not jars:
+                raise SystemExit(
+                    f"{self.name} for the benchmark is not set up: run `bash scripts/setup-bench-peers.sh`"
+                )
+        else:
+            raise ValueError(f"no peer system {system!r}")
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"{system}-peer-"))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "SPARK_", "PYTHONPATH"))}
         env["PYSPARK_PYTHON"] = str(python)
         self._proc = subprocess.Popen(
-            [str(python), __file__, driver_memory, *map(str, jars)],
+            [str(python), __file__, system, driver_memory, *map(str, jars)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -75,14 +91,14 @@ class HudiPeer:
             if line.startswith(ANSWER):
                 return json.loads(line[len(ANSWER) :])
         tail = "".join(self._stderr)[-4000:]
-        raise RuntimeError(f"Apache Hudi {self.version}'s peer process exited ({self._proc.poll()}):\n{tail}")
+        raise RuntimeError(f"{self.name}'s peer process exited ({self._proc.poll()}):\n{tail}")
 
     def request(self, op, **fields):
         self._proc.stdin.write(json.dumps({"op": op, **fields}) + "\n")
         self._proc.stdin.flush()
         answer = self._answer()
         if "error" in answer:
-            raise RuntimeError(f"Apache Hudi {self.version} ({op}): {answer['error']}")
+            raise RuntimeError(f"{self.name} ({op}): {answer['error']}")
         return answer
 
     def close(self):
@@ -94,26 +110,65 @@ class HudiPeer:
                 self._proc.kill()
 
 
-def session(driver_memory, jars):
-    """The oracle's Hudi session (tests/hudi_oracle/driver.py), with the benchmark's heap."""
-    sys.path.insert(0, str(ROOT / "tests" / "hudi_oracle"))
-    from driver import _session
+def session(system, driver_memory, jars):
+    if system == "hudi":  # the oracle's Hudi session (tests/hudi_oracle/driver.py), with the benchmark's heap
+        sys.path.insert(0, str(ROOT / "tests" / "hudi_oracle"))
+        from driver import _session
 
-    return _session(jars, driver_memory, "hudi-peer")
+        return _session(jars, driver_memory, "hudi-peer")
+    from pyspark.sql import SparkSession
+
+    return (
+        SparkSession.builder.master("local[2]")
+        .appName(f"{system}-peer")
+        .config("spark.jars", ",".join(jars))
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .getOrCreate()
+    )
+
+
+def delta_merge(spark, path):
+    """foreachBatch's function: the micro-batch merged into the Delta table at `path` by `id` (keys are unique in
+    a micro-batch)."""
+
+    def merge(batch, _batch_id):
+        from delta.tables import DeltaTable
+
+        (
+            DeltaTable.forPath(spark, path)
+            .alias("t")
+            .merge(batch.alias("s"), "t.id = s.id")
+            .whenMatchedDelete(condition="s._hoodie_is_deleted")
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll(condition="NOT s._hoodie_is_deleted")
+            .execute()
+        )
+
+    return merge
 
 
 class Peer:
-    def __init__(self, spark):
+    def __init__(self, system, spark):
+        self.system = system
         self.spark = spark
         self.query = None
         self.watch = None
         self.batches = 0
 
-    def bulk_insert(self, req):
+    def load(self, req):
         df = self.spark.read.parquet(req["input"])
-        options = {**req.get("options", {}), "hoodie.datasource.write.operation": "bulk_insert"}
         start = time.perf_counter()
-        df.write.format("hudi").options(**options).mode("overwrite").save(req["path"])
+        if self.system == "hudi":
+            options = {**req.get("options", {}), "hoodie.datasource.write.operation": "bulk_insert"}
+            df.write.format("hudi").options(**options).mode("overwrite").save(req["path"])
+        else:
+            df.write.format("delta").options(**req.get("options", {})).mode("overwrite").save(req["path"])
         return {"seconds": time.perf_counter() - start}
 
     def start_stream(self, req):
@@ -122,13 +177,14 @@ class Peer:
         os.makedirs(self.watch + ".staging", exist_ok=True)
         schema = self.spark.read.parquet(req["schema_from"]).schema
         stream = self.spark.readStream.schema(schema).parquet(os.path.join(self.watch, "*"))
-        self.query = (
-            stream.writeStream.format("hudi")
-            .options(**req.get("options", {}))
-            .option("checkpointLocation", req["checkpoint"])
-            .outputMode("append")
-            .start(req["path"])
-        )
+        if self.system == "hudi":
+            writer = stream.writeStream.format("hudi").options(**req.get("options", {})).outputMode("append")
+            self.query = writer.option("checkpointLocation", req["checkpoint"]).start(req["path"])
+            return {}
+        if not os.path.exists(os.path.join(req["path"], "_delta_log")):  # an empty table to merge into
+            self.spark.createDataFrame([], schema).write.format("delta").save(req["path"])
+        writer = stream.writeStream.foreachBatch(delta_merge(self.spark, req["path"]))
+        self.query = writer.option("checkpointLocation", req["checkpoint"]).start()
         return {}
 
     def batch(self, req):
@@ -169,8 +225,8 @@ class Peer:
         return {"completed": len(completed), "pending": len({n.split(".")[0] for n in pending} - done)}
 
 
-def main(driver_memory, *jars):
-    peer = Peer(session(driver_memory, list(jars)))
+def main(system, driver_memory, *jars):
+    peer = Peer(system, session(system, driver_memory, list(jars)))
     print(ANSWER + json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         if not line.strip():
