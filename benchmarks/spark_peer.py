@@ -12,8 +12,9 @@ requests; it answers each with its own wall times. Systems:
 
 Requests are JSON lines on stdin; each answer is one line on stdout starting with ANSWER (the JVM may print others):
 
-  {"op": "load", "input": DIR, "path": P, "options": {...}}
-      the Parquet files of DIR written as a new table (Hudi: bulk_insert) -> {"seconds": s}
+  {"op": "load", "input": DIR, "path": P, "options": {...}, "codec": C}
+      the Parquet files of DIR written as a new table (Hudi: bulk_insert; its codec is an option; Delta: codec C)
+      -> {"seconds": s}
   {"op": "start_stream", "path": P, "watch": W, "checkpoint": C, "schema_from": DIR, "options": {...}}
       a streaming query reading the Parquet batch directories moved into W (`W/*`, rows of DIR's schema) into the
       system's sink, with the default trigger -> {}
@@ -153,6 +154,18 @@ def delta_merge(spark, path):
     return merge
 
 
+def _as_dict(progress):
+    """A StreamingQueryProgress as a dict (pyspark 3.5 gives dicts, pyspark 4 objects)."""
+    return progress if isinstance(progress, dict) else json.loads(progress.json)
+
+
+def _read_batch(progress, n):
+    """Whether the progress is of the micro-batch that read the n-th directory moved into the watched one."""
+    source = progress["sources"][0]
+    start, end = (json.loads(o) if isinstance(o, str) else o for o in (source["startOffset"], source["endOffset"]))
+    return start != end and (end or {}).get("logOffset") == n - 1
+
+
 class Peer:
     def __init__(self, system, spark):
         self.system = system
@@ -162,6 +175,8 @@ class Peer:
         self.batches = 0
 
     def load(self, req):
+        if "codec" in req:  # Delta writes Spark's Parquet codec
+            self.spark.conf.set("spark.sql.parquet.compression.codec", req["codec"])
         df = self.spark.read.parquet(req["input"])
         start = time.perf_counter()
         if self.system == "hudi":
@@ -191,13 +206,15 @@ class Peer:
         self.batches += 1
         staged = os.path.join(self.watch + ".staging", str(self.batches))
         shutil.copytree(req["input"], staged, copy_function=os.link)
-        before = (self.query.lastProgress or {}).get("batchId", -1)
         start = time.perf_counter()
         os.rename(staged, os.path.join(self.watch, str(self.batches)))
-        while True:  # a trigger that listed the files before the rename may end processAllAvailable() at once
+        # A trigger that listed the files before the rename may end processAllAvailable() at once, and an idle
+        # query reports progress too: wait for the micro-batch whose source offset is this batch's directory (the
+        # file source's log offset counts the batches of new files; numInputRows is 0 for Hudi's sink at times).
+        while True:
             self.query.processAllAvailable()
-            progress = self.query.lastProgress or {}
-            if progress.get("batchId", -1) > before and progress.get("numInputRows"):
+            progress = next((p for p in map(_as_dict, self.query.recentProgress) if _read_batch(p, self.batches)), None)
+            if progress is not None:
                 break
             time.sleep(0.01)
         seconds = time.perf_counter() - start

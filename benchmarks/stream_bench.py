@@ -1,4 +1,5 @@
-"""Streaming write benchmark: HoodieStreamSink against the Spark floor and delta-rs `merge`, per CDC micro-batch.
+"""Streaming write benchmark: HoodieStreamSink against the Spark floor, Apache Hudi's own Structured Streaming sink,
+delta-spark's MERGE in foreachBatch and delta-rs `merge`, per CDC micro-batch.
 
 Setup (local[2], 2 shuffle partitions): a non-partitioned table keyed by `id` (precombine `ts`, 8 trips-like
 columns, about 100 bytes a record), grown in `--build-chunk` batches of new keys through the sink itself (the same
@@ -20,14 +21,18 @@ Initial load (first, at each of `--initial-sizes`, default 1M and 6M rows): the 
 empty table, with the sink's default options (the first micro-batch of a table is bulk inserted), against
 - floor: the same read, one shuffle (by pmod(xxhash64(id), 128), 2 partitions) and a Spark parquet write of the
          same rows with the codec of the sink's base files (`hoodie.parquet.compression.codec`, gzip by default);
-- delta: `write_deltalake` of `pyarrow.parquet.read_table(batch)` into an empty path.
-Goals: sink speed >= the floor's, sink latency <= 3x delta-rs's. `--initial-runs` repeats each size.
+- delta: `write_deltalake` of `pyarrow.parquet.read_table(batch)` into an empty path (delta-rs writes snappy);
+- hudi: Apache Hudi 0.15.0's `bulk_insert` (its defaults: row writer, no sort) of the same rows, the same codec;
+- delta_spark: delta-spark's `df.write.format("delta")` of the same rows, the same codec.
+Goals: sink speed >= 0.8x the floor's, sink latency <= Hudi bulk_insert's. `--initial-runs` repeats each size, the
+order of the systems alternating from run to run.
 
 Batches are interleaved (sink, floor, delta for batch k, then k+1), each system gets `--warmup` unmeasured batches
 first at every size. Latency per batch: median and p99 (nearest rank: with 10 batches it is the slowest one);
 records/s = batch events / median latency. Ratios are computed in the same run, for sink_c (the default options)
-and for sink (no compaction) beside it: speed against the floor = floor latency / sink latency (goal >= 0.8),
-against delta-rs = delta latency / sink latency (goal >= 3). Where the time goes: every Spark
+and for sink (no compaction) beside it: speed against the floor = floor latency / sink latency (goals >= 0.8
+without compaction, >= 0.65 with), against a peer = its latency / the sink's (goals >= 3 for hudi, >= 1 for
+hudi_bucket, delta_spark and delta). Where the time goes: every Spark
 stage's wall time (from Spark's status store, no UI needed) and the sink's driver-side time (latency minus the span
 of its Spark stages). `--profile` adds a cProfile of the sink's three mapInArrow functions over extra batches
 (Spark's `spark.sql.pyspark.udf.profiler=perf`).
@@ -39,7 +44,8 @@ of its Spark stages). `--profile` adds a cProfile of the sink's three mapInArrow
 
 - delta_spark: delta-spark 4.4.0's `MERGE` in `foreachBatch` of a streaming query (benchmarks/spark_peer.py, a process
          of its own on this project's pyspark), each batch's directory moved into the directory the query reads,
-         timed until its micro-batch is done; interleaved with the systems above.
+         timed until its micro-batch is done; it replays the same batches alone after the other systems (an idle
+         streaming query lists its source every 10 ms, which beside the sink slowed the sink by a third).
 - hudi, hudi_bucket: Apache Hudi 0.15.0's own Structured Streaming sink (`writeStream.format("hudi")`, MERGE_ON_READ
          upsert; benchmarks/spark_peer.py, a process of its own on .venv-hudi's pyspark 3.5) with its defaults (SIMPLE
          index, async compaction), and with the BUCKET index (`--hudi-buckets`); each replays the same batches alone
@@ -291,11 +297,11 @@ def print_size(size, res, batch_rows):
         f"\n== table of {size:,} rows, batches of {batch_rows:,} events ({len(next(iter(res.values()))['lat'])} "
         f"measured batches) =="
     )
-    print(f"{'system':<7} {'median':>9} {'p99':>9} {'records/s':>11}   per-batch latencies (s)")
+    print(f"{'system':<11} {'median':>9} {'p99':>9} {'records/s':>11}   per-batch latencies (s)")
     for system, rec in res.items():
         med, hi = summarize(rec["lat"])
         lats = " ".join(f"{x:.2f}" for x in rec["lat"])
-        print(f"{system:<7} {fmt_s(med)} {fmt_s(hi)} {batch_rows / med:11,.0f}   {lats}")
+        print(f"{system:<11} {fmt_s(med)} {fmt_s(hi)} {batch_rows / med:11,.0f}   {lats}")
     for system in ("sink", "floor"):
         rec = res.get(system)
         if not rec or not rec["stages"]:
@@ -315,22 +321,18 @@ def print_size(size, res, batch_rows):
 
 
 def ratios(res):
-    """{name: (value, goal)}: speed against the floor (goal >= 0.8) and against delta-rs (delta latency / sink
-    latency, goal >= 3), for the sink with its default options (sink_c, async compaction, back to back with
-    `--trigger 0`) and without compaction (sink)."""
+    """{name: (value, goal)} (issue 23's goals): speed against the floor (>= 0.8 without compaction, >= 0.65 with
+    the default async compaction: sink_c back to back with `--trigger 0`) and against each peer (its latency / the
+    sink's: >= 3 for Apache Hudi's streaming sink with its defaults, >= 1 for its bucket index, delta-spark and
+    delta-rs)."""
     out = {}
-    for system, label in ((SINK_C, "default options"), ("sink", "no compaction")):
+    for system, label, floor_goal in ((SINK_C, "default options", 0.65), ("sink", "no compaction", 0.8)):
         if system not in res:
             continue
         sink = statistics.median(res[system]["lat"])
         if "floor" in res:
-            out[f"{system} ({label}) / floor speed"] = (statistics.median(res["floor"]["lat"]) / sink, 0.8)
-        if "delta" in res:
-            out[f"{system} ({label}) vs delta-rs (delta latency / sink latency)"] = (
-                statistics.median(res["delta"]["lat"]) / sink,
-                3.0,
-            )
-        for peer, goal in (("hudi", 3.0), ("hudi_bucket", 1.0), (DELTA_SPARK, 1.0)):
+            out[f"{system} ({label}) / floor speed"] = (statistics.median(res["floor"]["lat"]) / sink, floor_goal)
+        for peer, goal in (("hudi", 3.0), ("hudi_bucket", 1.0), (DELTA_SPARK, 1.0), ("delta", 1.0)):
             if peer in res:
                 out[f"{system} ({label}) vs {peer} ({peer} latency / sink latency)"] = (
                     statistics.median(res[peer]["lat"]) / sink,
@@ -421,7 +423,6 @@ def main(argv=None):
         options["compaction.schedule.enabled"] = "false"
     options.update(kv.split("=", 1) for kv in args.option)
     sink = HoodieStreamSink(hudi_path, options)  # one writer: it also builds the table (upserts of new keys)
-    peers = {}  # system -> SparkPeer interleaved with the others (delta-spark's streaming MERGE)
     timed = Timed(spark)
     work_load = Workload()
     results = Results()
@@ -432,11 +433,11 @@ def main(argv=None):
     try:
         if args.initial_sizes:
             load_options = {k: v for k, v in options.items() if not k.startswith("compaction.")}
-            initial = initial_loads(spark, timed, work, args.initial_sizes, args.initial_runs, systems, load_options)
+            initial = initial_loads(
+                spark, timed, work, args.initial_sizes, args.initial_runs, systems, load_options, args.driver_memory
+            )
         for size in [] if args.initial_only else args.sizes:
             # grow the tables to `size` live rows
-            if DELTA_SPARK in systems and DELTA_SPARK not in peers:
-                peers[DELTA_SPARK] = start_delta_spark(work, args.driver_memory)
             while work_load.live_rows < size:
                 n = min(args.build_chunk, size - work_load.live_rows)
                 chunk = work_load.inserts(n)
@@ -445,9 +446,6 @@ def main(argv=None):
                     el, _, _ = timed(lambda: sink(read(spark, d), batch_id))
                     batch_id += 1
                     print(f"  build: sink inserted {n:,} rows in {el:.1f}s ({n / el:,.0f} rows/s)")
-                if DELTA_SPARK in systems:
-                    el = peers[DELTA_SPARK].request("batch", input=d)["seconds"]
-                    print(f"  build: delta-spark merged {n:,} new rows in {el:.1f}s ({n / el:,.0f} rows/s)")
                 if "delta" in systems:
                     t0 = time.perf_counter()
                     write_deltalake(delta_path, pq.read_table(d), mode="append")
@@ -461,7 +459,7 @@ def main(argv=None):
                 measured = k >= args.warmup
                 history.append((size, d, measured, mix))
                 for system in systems:
-                    if system == SINK_C or system in HUDI_SYSTEMS:
+                    if system == SINK_C or system in PEERS:
                         continue  # replayed after the other systems (below)
                     if system == "sink":
                         el, stages, span = timed(lambda: sink(read(spark, d), batch_id))
@@ -475,9 +473,6 @@ def main(argv=None):
                         t0 = time.perf_counter()
                         delta_merge(delta_path, d)
                         el, stages, span = time.perf_counter() - t0, [], 0.0
-                    elif system == DELTA_SPARK:
-                        el = peers[DELTA_SPARK].request("batch", input=d)["seconds"]
-                        stages, span = [], el
                     else:
                         raise SystemExit(f"unknown system {system!r}")
                     if measured:
@@ -504,8 +499,8 @@ def main(argv=None):
             replay_with_compaction(
                 spark, timed, results, history, os.path.join(work, "hudi_c"), options, args.batch_rows, args.trigger
             )
-        for system in [s for s in systems if s in HUDI_SYSTEMS and not args.initial_only]:
-            replay_with_hudi(
+        for system in [s for s in systems if s in PEERS and not args.initial_only]:
+            replay_with_peer(
                 system, results, history, work, args.batch_rows, args.trigger, args.driver_memory, args.hudi_buckets
             )
         if args.verify and not args.initial_only:
@@ -518,8 +513,6 @@ def main(argv=None):
         for _size, d, _measured, _mix in history:
             shutil.rmtree(d, ignore_errors=True)
         rss.stop()
-        for peer in peers.values():
-            peer.close()
         sink.close()
         spark.stop()
         if not args.keep and not args.workdir:
@@ -528,9 +521,8 @@ def main(argv=None):
     print("\n== summary ==")
     for size, res in initial.items():
         for name, value, goal, met in initial_ratios(res):
-            print(
-                f"  initial load of {size:>11,} rows: {name} = {value:.2f}  (goal {goal}: {'met' if met else 'NOT met'})"
-            )
+            verdict = f"  (goal {goal}: {'met' if met else 'NOT met'})" if goal else ""
+            print(f"  initial load of {size:>11,} rows: {name} = {value:.2f}{verdict}")
     for size in [] if args.initial_only else args.sizes:
         for name, (value, goal) in ratios(results.by_size[size]).items():
             verdict = "met" if value >= goal else "NOT met"
@@ -557,41 +549,55 @@ def main(argv=None):
     return results
 
 
-def initial_loads(spark, timed, work, sizes, runs, systems, options):
-    """Each size's rows as the first micro-batch into an empty table: sink, floor and delta-rs in turn, `runs`
-    times, after one unmeasured load of 100k rows by each (the Python workers start, the JVM warms up);
-    {size: {system: [latencies]}}."""
+def initial_loads(spark, timed, work, sizes, runs, systems, options, driver_memory):
+    """Each size's rows as the first write into an empty table: sink, floor, delta-rs, Apache Hudi's bulk_insert
+    and delta-spark's write in turn, `runs` times, after one unmeasured load of 100k rows by each (the Python
+    workers start, the JVMs warm up); every system writes the sink's codec where it has one. The peers (hudi,
+    delta_spark) run in processes of their own, started once for all loads. {size: {system: [latencies]}}."""
     from hoodie_stream.options import parse_options
+    from spark_peer import SparkPeer
 
     codec = parse_options("bench", options).parquet_codec  # the floor writes what the sink's base files hold
-    order = [s for s in ("sink", "floor", "delta") if s in systems]
-    warm = write_batch(Workload(seed=5).inserts(100_000), os.path.join(work, "initial", "warm-up"), files=2)
-    for system in order:
-        load_once(spark, timed, system, warm, os.path.join(work, "initial", f"warm-{system}"), options, codec)
-    shutil.rmtree(warm, ignore_errors=True)
-    out = {}
-    for size in sizes:
-        d = write_batch(Workload(seed=11).inserts(size), os.path.join(work, "initial", str(size)), files=2)
-        res = out[size] = {}
-        for r in range(runs):
-            for system in order:
-                target = os.path.join(work, "initial", f"{system}-{size}-{r}")
-                el, info = load_once(spark, timed, system, d, target, options, codec)
-                if system == "sink" and info[0] != size:
-                    print(f"  WARNING: the initial load wrote {info[0]:,} records of {size:,}")
-                detail = f" ({info[1]})" if info[1] else ""
-                print(f"  initial load {size:,} rows, run {r + 1}: {system} {el:.1f}s{detail}")
-                res.setdefault(system, []).append(el)
-        shutil.rmtree(d, ignore_errors=True)
-        print(f"\n== initial load of {size:,} rows ({runs} run{'s' if runs > 1 else ''}) ==")
-        for system, lat in res.items():
-            print(f"{system:<7} median {fmt_s(statistics.median(lat))}  {size / statistics.median(lat):11,.0f} rows/s")
-        for name, value, goal, met in initial_ratios(res):
-            print(f"  {name} = {value:.2f} (goal {goal}: {'met' if met else 'NOT met'})")
-    return out
+    order = [s for s in ("sink", "floor", "delta", "hudi", DELTA_SPARK) if s in systems]
+    peers = {}
+    try:
+        for system, peer_system in (("hudi", "hudi"), (DELTA_SPARK, "delta")):
+            if system in order:
+                peers[system] = SparkPeer(peer_system, driver_memory)
+        warm = write_batch(Workload(seed=5).inserts(100_000), os.path.join(work, "initial", "warm-up"), files=2)
+        for system in order:
+            load_once(
+                spark, timed, system, warm, os.path.join(work, "initial", f"warm-{system}"), options, codec, peers
+            )
+        shutil.rmtree(warm, ignore_errors=True)
+        out = {}
+        for size in sizes:
+            d = write_batch(Workload(seed=11).inserts(size), os.path.join(work, "initial", str(size)), files=2)
+            res = out[size] = {}
+            for r in range(runs):
+                for system in order if r % 2 == 0 else order[::-1]:  # alternating order
+                    target = os.path.join(work, "initial", f"{system}-{size}-{r}")
+                    el, info = load_once(spark, timed, system, d, target, options, codec, peers)
+                    if system == "sink" and info[0] != size:
+                        print(f"  WARNING: the initial load wrote {info[0]:,} records of {size:,}")
+                    detail = f" ({info[1]})" if info[1] else ""
+                    print(f"  initial load {size:,} rows, run {r + 1}: {system} {el:.1f}s{detail}")
+                    res.setdefault(system, []).append(el)
+            shutil.rmtree(d, ignore_errors=True)
+            print(f"\n== initial load of {size:,} rows ({runs} run{'s' if runs > 1 else ''}) ==")
+            for system, lat in res.items():
+                rate = size / statistics.median(lat)
+                print(f"{system:<11} median {fmt_s(statistics.median(lat))}  {rate:11,.0f} rows/s")
+            for name, value, goal, met in initial_ratios(res):
+                verdict = f" (goal {goal}: {'met' if met else 'NOT met'})" if goal else ""
+                print(f"  {name} = {value:.2f}{verdict}")
+        return out
+    finally:
+        for peer in peers.values():
+            peer.close()
 
 
-def load_once(spark, timed, system, batch_dir, target, options, codec):
+def load_once(spark, timed, system, batch_dir, target, options, codec, peers):
     """One initial load of `batch_dir` into the empty `target` (removed afterwards): (seconds, (records, text))."""
     from hoodie_stream.streaming_sink.sink import HoodieStreamSink
 
@@ -607,26 +613,34 @@ def load_once(spark, timed, system, batch_dir, target, options, codec):
         if system == "floor":
             el, _stages, _span = timed(lambda: floor_load(read(spark, batch_dir), target, codec))
             return el, (None, codec)
+        if system == "hudi":  # bulk_insert (row writer, sort mode NONE: its defaults) of the sink's codec
+            hudi = {**hudi_options("hudi", 0), "hoodie.parquet.compression.codec": codec}
+            return peers[system].request("load", input=batch_dir, path=target, options=hudi)["seconds"], (None, codec)
+        if system == DELTA_SPARK:
+            return peers[system].request("load", input=batch_dir, path=target, codec=codec)["seconds"], (None, codec)
         from deltalake import write_deltalake
 
         t0 = time.perf_counter()
         write_deltalake(target, pq.read_table(batch_dir))
-        return time.perf_counter() - t0, (None, "")
+        return time.perf_counter() - t0, (None, "snappy")
     finally:
         shutil.rmtree(target, ignore_errors=True)
 
 
 def initial_ratios(res):
-    """[(name, value, goal text, met)] of an initial load's medians."""
+    """[(name, value, goal text, met)] of an initial load's medians (goals: issue 23's; None: reported only)."""
     out = []
     if "sink" in res:
         sink = statistics.median(res["sink"])
         if "floor" in res:
             speed = statistics.median(res["floor"]) / sink
-            out.append(("sink speed / floor speed", speed, ">= 1.0", speed >= 1.0))
-        if "delta" in res:
-            times = sink / statistics.median(res["delta"])
-            out.append(("sink time / delta-rs time", times, "<= 3.0", times <= 3.0))
+            out.append(("sink speed / floor speed", speed, ">= 0.8", speed >= 0.8))
+        if "hudi" in res:
+            times = sink / statistics.median(res["hudi"])
+            out.append(("sink time / Hudi bulk_insert time", times, "<= 1.0", times <= 1.0))
+        for system, name in (("delta", "delta-rs"), (DELTA_SPARK, "delta-spark")):
+            if system in res:
+                out.append((f"sink time / {name} time", sink / statistics.median(res[system]), None, None))
     return out
 
 
@@ -675,27 +689,14 @@ def replay_with_compaction(spark, timed, results, history, path, options, batch_
 DELTA_SPARK = "delta_spark"  # delta-spark MERGE in foreachBatch, in a process of its own
 
 
-def start_delta_spark(work, driver_memory):
-    """delta-spark's streaming query (benchmarks/spark_peer.py) on an empty Delta table of the batches' schema."""
-    from spark_peer import SparkPeer
-
-    schema_dir = os.path.join(work, "delta-spark-schema")
-    os.makedirs(schema_dir, exist_ok=True)
-    pq.write_table(SCHEMA.empty_table(), os.path.join(schema_dir, "part-0.parquet"))
-    peer = SparkPeer("delta", driver_memory)
-    peer.request(
-        "start_stream",
-        path=os.path.join(work, DELTA_SPARK),
-        watch=os.path.join(work, DELTA_SPARK + "-watch"),
-        checkpoint=os.path.join(work, DELTA_SPARK + "-chk"),
-        schema_from=schema_dir,
-    )
-    return peer
-
-
 HUDI_SYSTEMS = {  # Apache Hudi's own Structured Streaming sink, its defaults (SIMPLE index, async compaction)
     "hudi": {},
     "hudi_bucket": {"hoodie.index.type": "BUCKET"},  # + hoodie.bucket.index.num.buckets (--hudi-buckets)
+}
+PEERS = {  # system -> (benchmarks/spark_peer.py's system, its name)
+    "hudi": ("hudi", "Apache Hudi 0.15.0"),
+    "hudi_bucket": ("hudi", "Apache Hudi 0.15.0"),
+    DELTA_SPARK: ("delta", "delta-spark 4.4.0"),
 }
 
 
@@ -717,15 +718,18 @@ def hudi_options(system, buckets):
     return options
 
 
-def replay_with_hudi(system, results, history, work, batch_rows, trigger, driver_memory, buckets):
-    """Apache Hudi 0.15.0's Structured Streaming sink (benchmarks/spark_peer.py, its own process on pyspark 3.5)
-    given exactly the same batches in the same order, alone after the other systems as sink_c is: one streaming
-    query, each batch directory moved into the directory it reads, timed until Hudi committed it."""
+def replay_with_peer(system, results, history, work, batch_rows, trigger, driver_memory, buckets):
+    """A peer's streaming query (benchmarks/spark_peer.py, a process of its own: Apache Hudi 0.15.0's Structured
+    Streaming sink on pyspark 3.5, or delta-spark's MERGE in foreachBatch) given exactly the same batches in the
+    same order, alone after the other systems as sink_c is (an idle streaming query lists its source directory
+    every 10 ms: beside the others it would slow them): each batch directory moved into the directory the query
+    reads, timed until the peer committed it."""
     from spark_peer import SparkPeer
 
-    path, label = os.path.join(work, system), f"{system} (Apache Hudi 0.15.0)"
+    peer_system, name = PEERS[system]
+    path, label = os.path.join(work, system), f"{system} ({name})"
     print(f"\n== {label}: the same {len(history)} batches, measured batches started every {trigger:g}s ==")
-    peer = SparkPeer("hudi", driver_memory)
+    peer = SparkPeer(peer_system, driver_memory)
     try:
         peer.request(
             "start_stream",
@@ -733,7 +737,7 @@ def replay_with_hudi(system, results, history, work, batch_rows, trigger, driver
             watch=os.path.join(work, system + "-watch"),
             checkpoint=os.path.join(work, system + "-chk"),
             schema_from=history[0][1],
-            options=hudi_options(system, buckets),
+            options=hudi_options(system, buckets) if peer_system == "hudi" else {},
         )
         current = None
         next_start = time.monotonic()
@@ -750,8 +754,9 @@ def replay_with_hudi(system, results, history, work, batch_rows, trigger, driver
                 print_size(current, {system: results.by_size[current][system]}, batch_rows)
             current = size
         print_size(current, {system: results.by_size[current][system]}, batch_rows)
-        c = peer.request("compactions", path=path)
-        print(f"  compactions completed while {system} ran: {c['completed']}; pending at the end: {c['pending']}")
+        if peer_system == "hudi":
+            c = peer.request("compactions", path=path)
+            print(f"  compactions completed while {system} ran: {c['completed']}; pending at the end: {c['pending']}")
         peer.request("stop_stream")
     finally:
         peer.close()
