@@ -727,15 +727,15 @@ def replay_with_peer(system, results, history, work, batch_rows, trigger, driver
     from spark_peer import SparkPeer
 
     peer_system, name = PEERS[system]
-    path, label = os.path.join(work, system), f"{system} ({name})"
+    path, label = os.path.join(work, f"peer-{system}"), f"{system} ({name})"
     print(f"\n== {label}: the same {len(history)} batches, measured batches started every {trigger:g}s ==")
     peer = SparkPeer(peer_system, driver_memory)
     try:
         peer.request(
             "start_stream",
             path=path,
-            watch=os.path.join(work, system + "-watch"),
-            checkpoint=os.path.join(work, system + "-chk"),
+            watch=os.path.join(work, f"peer-{system}-watch"),
+            checkpoint=os.path.join(work, f"peer-{system}-chk"),
             schema_from=history[0][1],
             options=hudi_options(system, buckets) if peer_system == "hudi" else {},
         )
