@@ -149,7 +149,8 @@ def status_bytes(pid, *fields):
 
 class WorkerRss:
     """Background sampler of the RSS of the PySpark Python workers under this process (the JVM's children whose
-    command line contains pyspark.daemon or pyspark.worker, and their forks)."""
+    command line contains pyspark.daemon or pyspark.worker, and their forks); not those of a benchmark peer's own
+    Spark (benchmarks/spark_peer.py, a child process with its JVM and workers)."""
 
     def __init__(self, interval=0.02, rescan=0.25, root=None):
         self.interval = interval
@@ -168,6 +169,8 @@ class WorkerRss:
         while pid and pid > 1 and seen < 64:
             if pid == self.root:
                 return True
+            if b"spark_peer.py" in (read_proc(f"/proc/{pid}/cmdline") or b""):
+                return False
             pid = _ppid(pid)
             seen += 1
         return False
