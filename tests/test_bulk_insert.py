@@ -448,7 +448,7 @@ def test_a_key_met_in_several_partitions_writes_its_winner_only(spark, tmp_path,
 
 
 # -- a task that outlives its micro-batch -----------------------------------------------------------------------------
-def _outliving_task(tmp_path, file_records=4):
+def _outliving_task(tmp_path, file_records=4, **spec_fields):
     """A bulk insert write task of instant 20260101000000000 over a table root holding its inflight file (Spark-free),
     and the path of that file: removing it is the driver rolling the instant back."""
     import pyarrow as pa
@@ -462,17 +462,18 @@ def _outliving_task(tmp_path, file_records=4):
     storage.write(f".hoodie/{instant}.deltacommit.inflight", b"")
     data = pa.schema([("id", pa.int64()), ("city", pa.string())])
     context = BatchContext(storage, instant, "bulk_insert", None, ("id", "city"))
-    spec = BulkInsertSpec(
-        avro_schema=arrow_to_avro_schema(data, "t_record", "hoodie.t"),
-        file_records=file_records,
-        max_file_size=1 << 30,
-        parquet_codec="snappy",
-        global_index=False,
-        event_time=False,
-        sorted_input=True,
-        keyed=True,
-        key_props={"hoodie.table.recordkey.fields": "id", "hoodie.table.partition.fields": "city"},
-    )
+    fields = {
+        "avro_schema": arrow_to_avro_schema(data, "t_record", "hoodie.t"),
+        "file_records": file_records,
+        "max_file_size": 1 << 30,
+        "parquet_codec": "snappy",
+        "global_index": False,
+        "event_time": False,
+        "sorted_input": True,
+        "keyed": True,
+        "key_props": {"hoodie.table.recordkey.fields": "id", "hoodie.table.partition.fields": "city"},
+    }
+    spec = BulkInsertSpec(**{**fields, **spec_fields})
     helper = bulk_insert_write.BulkInsertWriterHelper(context, spec, 0, "0-1-0")
 
     def batch(ids, city):
@@ -528,3 +529,27 @@ def test_a_task_outliving_its_rolled_back_instant_removes_what_it_wrote(tmp_path
     storage.delete(inflight)
     helper.abort()
     assert _left(storage) == []
+
+
+@pytest.mark.parametrize("sorted_input", [True, False])
+def test_row_groups_of_a_bulk_insert_hold_a_quarter_of_the_task_buffer(tmp_path, sorted_input):
+    """write.task.max.size bounds a bulk insert task's buffers: rows gathered for a row group, the row group being
+    written and its encoding; a row group holds about a quarter of it (up to 32 MB of Arrow data)."""
+    assert bulk_insert_write.row_group_bytes(64 << 20) == 16 << 20
+    assert bulk_insert_write.row_group_bytes(1024 << 20) == bulk_insert_write.ROW_GROUP_BYTES == 32 << 20
+    assert bulk_insert_write.unsorted_buffer_bytes(64 << 20) == 32 << 20
+    task_max = 400_000
+    storage, helper, batch, _ = _outliving_task(
+        tmp_path, file_records=1 << 30, task_max_bytes=task_max, sorted_input=sorted_input
+    )
+    per_batch = batch(list(range(1000)), "a").nbytes
+    for start in range(0, 40_000, 1000):
+        helper.write(batch(list(range(start, start + 1000)), "a"))
+    helper.finish()
+    (path,) = [p for p in _left(storage) if p.endswith(".parquet")]
+    meta = pq.ParquetFile(storage.local_file(path)).metadata
+    rows = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    assert sum(rows) == 40_000
+    limit = (task_max // 2 if not sorted_input else task_max // 4) + per_batch
+    assert all(r * per_batch / 1000 <= limit for r in rows), (rows, per_batch)
+    assert len(rows) >= 40_000 * per_batch / 1000 / limit  # cut into row groups, not one

@@ -97,6 +97,9 @@ class BulkInsertSpec:
     # (column, marker) of hoodie.write.partial.update.mode=IGNORE_MARKERS: a marker in a key's winner takes the
     # key's latest earlier value in the micro-batch (AssignSpec.markers)
     markers: tuple[tuple[str, Any], ...] = ()
+    # write.task.max.size: what the task's buffers hold at most (the rows gathered for a row group, the row group
+    # being written and its encoding: row groups of a quarter of it, up to ROW_GROUP_BYTES)
+    task_max_bytes: int = 1024 * 1024 * 1024
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "file_records", max(1, int(self.file_records)))

@@ -69,6 +69,7 @@ def run_bulk_insert(df, writer, txn, options, tasks, committed=None):
         key_props=props,
         committed=CommittedInstants.of(committed),
         markers=markers,
+        task_max_bytes=o.task_max_size_bytes,
     )
     schema = T.StructType([T.StructField(n, T.StringType()) for n in RESULT_SCHEMA.names])
     results = routed.mapInArrow(BulkInsertWriteFunction(context, spec), schema)
