@@ -24,6 +24,8 @@ Requests are JSON lines on stdin; each answer is one line on stdout starting wit
       figures for it -> {"seconds": s, "progress": {...}}
   {"op": "stop_stream"}
       the query stopped -> {}
+  {"op": "count", "path": P}
+      the table's rows through the system's own reader (not timed) -> {"rows": n}
   {"op": "compactions", "path": P}
       Hudi: the table's completed and pending compactions (its timeline) -> {"completed": n, "pending": n}
 
@@ -33,6 +35,7 @@ reports the peer's failure instead of hanging.
 
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
@@ -44,6 +47,8 @@ from collections import deque
 from pathlib import Path
 
 ANSWER = "@@spark-peer@@ "
+REQUEST_TIMEOUT = 3600  # seconds a request may take before the benchmark gives the peer up
+BATCH_TIMEOUT = 1800  # seconds a batch may take to show up as committed in the query's progress
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".venv-hudi"
 SETUP = "bash scripts/setup-hudi-oracle.sh"
@@ -80,19 +85,40 @@ class SparkPeer:
             env=env,
         )
         self._stderr = deque(maxlen=300)
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._answers = queue.Queue()
+        self._drains = [
+            threading.Thread(target=self._drain_stderr, daemon=True),
+            threading.Thread(target=self._drain_stdout, daemon=True),
+        ]
+        for t in self._drains:
+            t.start()
         self._answer()  # ready
 
-    def _drain(self):
+    def _drain_stderr(self):
         for line in self._proc.stderr:
             self._stderr.append(line)
 
-    def _answer(self):
+    def _drain_stdout(self):
+        """Answers into the queue (the JVM writes to the same stdout: an answer may follow its text on a line),
+        then None when the process closed its stdout."""
         for line in self._proc.stdout:
-            if line.startswith(ANSWER):
-                return json.loads(line[len(ANSWER) :])
+            at = line.find(ANSWER)
+            if at >= 0:
+                self._answers.put(json.loads(line[at + len(ANSWER) :]))
+        self._answers.put(None)
+
+    def _answer(self):
+        try:
+            answer = self._answers.get(timeout=REQUEST_TIMEOUT)
+        except queue.Empty:
+            self._proc.kill()
+            answer = None
+        if answer is not None:
+            return answer
+        code = self._proc.wait()
+        self._drains[0].join(10)
         tail = "".join(self._stderr)[-4000:]
-        raise RuntimeError(f"{self.name}'s peer process exited ({self._proc.poll()}):\n{tail}")
+        raise RuntimeError(f"{self.name}'s peer process ended ({code}, or no answer in {REQUEST_TIMEOUT}s):\n{tail}")
 
     def request(self, op, **fields):
         self._proc.stdin.write(json.dumps({"op": op, **fields}) + "\n")
@@ -109,6 +135,7 @@ class SparkPeer:
                 self._proc.wait(120)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def session(system, driver_memory, jars):
@@ -196,6 +223,8 @@ class Peer:
             writer = stream.writeStream.format("hudi").options(**req.get("options", {})).outputMode("append")
             self.query = writer.option("checkpointLocation", req["checkpoint"]).start(req["path"])
             return {}
+        if "codec" in req:  # Delta writes Spark's Parquet codec
+            self.spark.conf.set("spark.sql.parquet.compression.codec", req["codec"])
         if not os.path.exists(os.path.join(req["path"], "_delta_log")):  # an empty table to merge into
             self.spark.createDataFrame([], schema).write.format("delta").save(req["path"])
         writer = stream.writeStream.foreachBatch(delta_merge(self.spark, req["path"]))
@@ -211,7 +240,13 @@ class Peer:
         # A trigger that listed the files before the rename may end processAllAvailable() at once, and an idle
         # query reports progress too: wait for the micro-batch whose source offset is this batch's directory (the
         # file source's log offset counts the batches of new files; numInputRows is 0 for Hudi's sink at times).
+        deadline = start + BATCH_TIMEOUT
         while True:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(
+                    f"no micro-batch read batch directory {self.batches} in {BATCH_TIMEOUT}s; the query's last "
+                    f"progress: {json.dumps(_as_dict(self.query.lastProgress)) if self.query.lastProgress else None}"
+                )
             self.query.processAllAvailable()
             progress = next((p for p in map(_as_dict, self.query.recentProgress) if _read_batch(p, self.batches)), None)
             if progress is not None:
@@ -233,6 +268,10 @@ class Peer:
             self.query = None
         return {}
 
+    def count(self, req):
+        """The rows of the table at `path` as the system's own reader sees them (not timed) -> {"rows": n}."""
+        return {"rows": self.spark.read.format(self.system).load(req["path"]).count()}
+
     def compactions(self, req):
         timeline = os.path.join(req["path"], ".hoodie")
         names = os.listdir(timeline)
@@ -252,7 +291,8 @@ def main(system, driver_memory, *jars):
         try:
             answer = getattr(peer, req["op"])(req)
         except Exception as err:  # the benchmark shows it and stops
-            answer = {"error": "".join(traceback.format_exception_only(type(err), err))[-4000:]}
+            text = "".join(traceback.format_exception_only(type(err), err))  # a Java error: its message, its end
+            answer = {"error": text if len(text) <= 4000 else f"{text[:1500]}\n...\n{text[-2500:]}"}
         print(ANSWER + json.dumps(answer), flush=True)
     peer.stop_stream({})
 

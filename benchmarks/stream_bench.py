@@ -16,12 +16,13 @@ files a batch, so Spark reads them in two tasks) and each batch is applied by:
          mapInArrow counting rows, collect;
 - delta: `pyarrow.parquet.read_table(batch)` then delta-rs `merge` on `id` into a Delta table holding the same
          rows (matched & deleted -> delete, matched -> update all, not matched & not deleted -> insert all).
+Every system writes the codec of the sink's base files (`hoodie.parquet.compression.codec`, gzip by default).
 
 Initial load (first, at each of `--initial-sizes`, default 1M and 6M rows): the rows as one micro-batch into an
 empty table, with the sink's default options (the first micro-batch of a table is bulk inserted), against
 - floor: the same read, one shuffle (by pmod(xxhash64(id), 128), 2 partitions) and a Spark parquet write of the
          same rows with the codec of the sink's base files (`hoodie.parquet.compression.codec`, gzip by default);
-- delta: `write_deltalake` of `pyarrow.parquet.read_table(batch)` into an empty path (delta-rs writes snappy);
+- delta: `write_deltalake` of `pyarrow.parquet.read_table(batch)` into an empty path, the same codec;
 - hudi: Apache Hudi 0.15.0's `bulk_insert` (its defaults: row writer, no sort) of the same rows, the same codec;
 - delta_spark: delta-spark's `df.write.format("delta")` of the same rows, the same codec.
 Goals: sink speed >= 0.8x the floor's, sink latency <= Hudi bulk_insert's. `--initial-runs` repeats each size, the
@@ -250,13 +251,29 @@ def floor_load(df, out, codec):
 
 
 # -- delta-rs ----------------------------------------------------------------------------------------------
+DELTA_RS_CODEC = "gzip"  # the sink's base-file codec (set by main): delta-rs writes it too
+
+
+def delta_rs_writer():
+    """delta-rs's writer properties: the sink's codec."""
+    from deltalake import WriterProperties
+
+    return WriterProperties(compression=DELTA_RS_CODEC.upper())
+
+
 def delta_merge(path, batch_dir):
     from deltalake import DeltaTable
 
     source = pq.read_table(batch_dir)
     (
         DeltaTable(path)
-        .merge(source=source, predicate="t.id = s.id", source_alias="s", target_alias="t")
+        .merge(
+            source=source,
+            predicate="t.id = s.id",
+            source_alias="s",
+            target_alias="t",
+            writer_properties=delta_rs_writer(),
+        )
         .when_matched_delete(predicate="s._hoodie_is_deleted")
         .when_matched_update_all()
         .when_not_matched_insert_all(predicate="NOT s._hoodie_is_deleted")
@@ -422,6 +439,10 @@ def main(argv=None):
     if not args.compaction:
         options["compaction.schedule.enabled"] = "false"
     options.update(kv.split("=", 1) for kv in args.option)
+    from hoodie_stream.options import parse_options
+
+    global DELTA_RS_CODEC
+    DELTA_RS_CODEC = parse_options("bench", options).parquet_codec
     sink = HoodieStreamSink(hudi_path, options)  # one writer: it also builds the table (upserts of new keys)
     timed = Timed(spark)
     work_load = Workload()
@@ -448,7 +469,7 @@ def main(argv=None):
                     print(f"  build: sink inserted {n:,} rows in {el:.1f}s ({n / el:,.0f} rows/s)")
                 if "delta" in systems:
                     t0 = time.perf_counter()
-                    write_deltalake(delta_path, pq.read_table(d), mode="append")
+                    write_deltalake(delta_path, pq.read_table(d), mode="append", writer_properties=delta_rs_writer())
                     el = time.perf_counter() - t0
                     print(f"  build: delta-rs appended {n:,} rows in {el:.1f}s ({n / el:,.0f} rows/s)")
                 history.append((size, d, False, None))
@@ -477,7 +498,7 @@ def main(argv=None):
                         raise SystemExit(f"unknown system {system!r}")
                     if measured:
                         results.add(size, system, el, stages, span)
-            if set(systems) - {SINK_C}:
+            if set(systems) - {SINK_C} - set(PEERS):
                 print_size(size, results.by_size[size], args.batch_rows)
             print(
                 f"  python workers: peak RSS {rss.peak_mb():.0f} MB (one process), "
@@ -501,7 +522,15 @@ def main(argv=None):
             )
         for system in [s for s in systems if s in PEERS and not args.initial_only]:
             replay_with_peer(
-                system, results, history, work, args.batch_rows, args.trigger, args.driver_memory, args.hudi_buckets
+                system,
+                results,
+                history,
+                work,
+                args.batch_rows,
+                args.trigger,
+                args.driver_memory,
+                args.hudi_buckets,
+                work_load.live_rows if args.verify else None,
             )
         if args.verify and not args.initial_only:
             verify(
@@ -551,9 +580,10 @@ def main(argv=None):
 
 def initial_loads(spark, timed, work, sizes, runs, systems, options, driver_memory):
     """Each size's rows as the first write into an empty table: sink, floor, delta-rs, Apache Hudi's bulk_insert
-    and delta-spark's write in turn, `runs` times, after one unmeasured load of 100k rows by each (the Python
-    workers start, the JVMs warm up); every system writes the sink's codec where it has one. The peers (hudi,
-    delta_spark) run in processes of their own, started once for all loads. {size: {system: [latencies]}}."""
+    and delta-spark's write in turn (the order reversed on every other run), `runs` times, after one unmeasured
+    load of 100k rows by each (the Python workers start, the JVMs warm up); every system writes the sink's codec.
+    The peers (hudi, delta_spark) run in processes of their own, started once for all loads (their JVMs stay up,
+    idle, while the others load). {size: {system: [latencies]}}."""
     from hoodie_stream.options import parse_options
     from spark_peer import SparkPeer
 
@@ -578,7 +608,7 @@ def initial_loads(spark, timed, work, sizes, runs, systems, options, driver_memo
                 for system in order if r % 2 == 0 else order[::-1]:  # alternating order
                     target = os.path.join(work, "initial", f"{system}-{size}-{r}")
                     el, info = load_once(spark, timed, system, d, target, options, codec, peers)
-                    if system == "sink" and info[0] != size:
+                    if info[0] is not None and info[0] != size:
                         print(f"  WARNING: the initial load wrote {info[0]:,} records of {size:,}")
                     detail = f" ({info[1]})" if info[1] else ""
                     print(f"  initial load {size:,} rows, run {r + 1}: {system} {el:.1f}s{detail}")
@@ -613,16 +643,16 @@ def load_once(spark, timed, system, batch_dir, target, options, codec, peers):
         if system == "floor":
             el, _stages, _span = timed(lambda: floor_load(read(spark, batch_dir), target, codec))
             return el, (None, codec)
-        if system == "hudi":  # bulk_insert (row writer, sort mode NONE: its defaults) of the sink's codec
-            hudi = {**hudi_options("hudi", 0), "hoodie.parquet.compression.codec": codec}
-            return peers[system].request("load", input=batch_dir, path=target, options=hudi)["seconds"], (None, codec)
-        if system == DELTA_SPARK:
-            return peers[system].request("load", input=batch_dir, path=target, codec=codec)["seconds"], (None, codec)
+        if system in ("hudi", DELTA_SPARK):
+            # Hudi: bulk_insert (row writer, sort mode NONE: its defaults) of the sink's codec
+            hudi = {**hudi_options("hudi", 0), "hoodie.parquet.compression.codec": codec} if system == "hudi" else {}
+            el = peers[system].request("load", input=batch_dir, path=target, options=hudi, codec=codec)["seconds"]
+            return el, (peers[system].request("count", path=target)["rows"], codec)
         from deltalake import write_deltalake
 
         t0 = time.perf_counter()
-        write_deltalake(target, pq.read_table(batch_dir))
-        return time.perf_counter() - t0, (None, "snappy")
+        write_deltalake(target, pq.read_table(batch_dir), writer_properties=delta_rs_writer())
+        return time.perf_counter() - t0, (None, codec)
     finally:
         shutil.rmtree(target, ignore_errors=True)
 
@@ -683,7 +713,7 @@ def replay_with_compaction(spark, timed, results, history, path, options, batch_
             f"end: {len(pending_plans(Timeline(path)))}; errors: {len(services.errors)}"
         )
     finally:
-        sink_c.close(wait=False)
+        sink_c.close(wait=True)  # its compaction would go on beside the peers replayed next
 
 
 DELTA_SPARK = "delta_spark"  # delta-spark MERGE in foreachBatch, in a process of its own
@@ -718,12 +748,13 @@ def hudi_options(system, buckets):
     return options
 
 
-def replay_with_peer(system, results, history, work, batch_rows, trigger, driver_memory, buckets):
+def replay_with_peer(system, results, history, work, batch_rows, trigger, driver_memory, buckets, expected=None):
     """A peer's streaming query (benchmarks/spark_peer.py, a process of its own: Apache Hudi 0.15.0's Structured
     Streaming sink on pyspark 3.5, or delta-spark's MERGE in foreachBatch) given exactly the same batches in the
     same order, alone after the other systems as sink_c is (an idle streaming query lists its source directory
     every 10 ms: beside the others it would slow them): each batch directory moved into the directory the query
-    reads, timed until the peer committed it."""
+    reads, timed until the peer committed it. With `expected`, the peer's table is counted by its own reader at the
+    end (not timed)."""
     from spark_peer import SparkPeer
 
     peer_system, name = PEERS[system]
@@ -738,6 +769,7 @@ def replay_with_peer(system, results, history, work, batch_rows, trigger, driver
             checkpoint=os.path.join(work, f"peer-{system}-chk"),
             schema_from=history[0][1],
             options=hudi_options(system, buckets) if peer_system == "hudi" else {},
+            codec=DELTA_RS_CODEC,
         )
         current = None
         next_start = time.monotonic()
@@ -754,6 +786,11 @@ def replay_with_peer(system, results, history, work, batch_rows, trigger, driver
                 print_size(current, {system: results.by_size[current][system]}, batch_rows)
             current = size
         print_size(current, {system: results.by_size[current][system]}, batch_rows)
+        if expected is not None:
+            n = peer.request("count", path=path)["rows"]
+            print(
+                f"  verify: {system} table has {n:,} rows, expected {expected:,}: {'ok' if n == expected else 'WRONG'}"
+            )
         if peer_system == "hudi":
             c = peer.request("compactions", path=path)
             print(f"  compactions completed while {system} ran: {c['completed']}; pending at the end: {c['pending']}")

@@ -26,7 +26,7 @@ ANSWER = "@@hudi-oracle@@ "
 
 
 def _session(jars, driver_memory="1g", app="java-hudi-oracle"):
-    """Hudi's Spark session on local[2] (also the benchmarks' Hudi peer's, benchmarks/hudi_peer.py)."""
+    """Hudi's Spark session on local[2] (also the benchmarks' Hudi peer's, benchmarks/spark_peer.py)."""
     from pyspark.sql import SparkSession
 
     return (
