@@ -35,21 +35,20 @@ reports the peer's failure instead of hanging.
 
 import json
 import os
-import queue
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
-from collections import deque
 from pathlib import Path
 
 ANSWER = "@@spark-peer@@ "
 REQUEST_TIMEOUT = 3600  # seconds a request may take before the benchmark gives the peer up
 BATCH_TIMEOUT = 1800  # seconds a batch may take to show up as committed in the query's progress
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from json_child import JsonChild  # noqa: E402  (the Java Hudi oracle's child-process client)
+
 VENV = ROOT / ".venv-hudi"
 SETUP = "bash scripts/setup-hudi-oracle.sh"
 
@@ -73,88 +72,30 @@ class SparkPeer:
         else:
             raise ValueError(f"no peer system {system!r}")
         self.workdir = Path(tempfile.mkdtemp(prefix=f"{system}-peer-"))
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "SPARK_", "PYTHONPATH"))}
-        env["PYSPARK_PYTHON"] = str(python)
-        self._proc = subprocess.Popen(
-            [str(python), __file__, system, driver_memory, *map(str, jars)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=self.workdir,
-            env=env,
-        )
-        self._stderr = deque(maxlen=300)
-        self._answers = queue.Queue()
-        self._drains = [
-            threading.Thread(target=self._drain_stderr, daemon=True),
-            threading.Thread(target=self._drain_stdout, daemon=True),
-        ]
-        for t in self._drains:
-            t.start()
-        self._answer()  # ready
-
-    def _drain_stderr(self):
-        for line in self._proc.stderr:
-            self._stderr.append(line)
-
-    def _drain_stdout(self):
-        """Answers into the queue (the JVM writes to the same stdout: an answer may follow its text on a line),
-        then None when the process closed its stdout."""
-        for line in self._proc.stdout:
-            at = line.find(ANSWER)
-            if at >= 0:
-                self._answers.put(json.loads(line[at + len(ANSWER) :]))
-        self._answers.put(None)
-
-    def _answer(self):
-        try:
-            answer = self._answers.get(timeout=REQUEST_TIMEOUT)
-        except queue.Empty:
-            self._proc.kill()
-            answer = None
-        if answer is not None:
-            return answer
-        code = self._proc.wait()
-        self._drains[0].join(10)
-        tail = "".join(self._stderr)[-4000:]
-        raise RuntimeError(f"{self.name}'s peer process ended ({code}, or no answer in {REQUEST_TIMEOUT}s):\n{tail}")
+        argv = [__file__, system, driver_memory, *jars]
+        self._child = JsonChild(f"{self.name}'s peer process", python, argv, ANSWER, self.workdir, REQUEST_TIMEOUT)
 
     def request(self, op, **fields):
-        self._proc.stdin.write(json.dumps({"op": op, **fields}) + "\n")
-        self._proc.stdin.flush()
-        answer = self._answer()
+        answer = self._child.request({"op": op, **fields})
         if "error" in answer:
             raise RuntimeError(f"{self.name} ({op}): {answer['error']}")
         return answer
 
     def close(self):
-        if self._proc.poll() is None:
-            self._proc.stdin.close()
-            try:
-                self._proc.wait(120)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
+        self._child.close(120)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def session(system, driver_memory, jars):
-    if system == "hudi":  # the oracle's Hudi session (tests/hudi_oracle/driver.py), with the benchmark's heap
-        sys.path.insert(0, str(ROOT / "tests" / "hudi_oracle"))
-        from driver import _session
+    """The oracle's Hudi session (tests/hudi_oracle/driver.py) with the benchmark's heap, or its local builder with
+    Delta's catalog."""
+    sys.path.insert(0, str(ROOT / "tests" / "hudi_oracle"))
+    from driver import _session, local_builder
 
+    if system == "hudi":
         return _session(jars, driver_memory, "hudi-peer")
-    from pyspark.sql import SparkSession
-
     return (
-        SparkSession.builder.master("local[2]")
-        .appName(f"{system}-peer")
-        .config("spark.jars", ",".join(jars))
-        .config("spark.driver.memory", driver_memory)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
+        local_builder(jars, driver_memory, f"{system}-peer")
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         .getOrCreate()

@@ -251,17 +251,14 @@ def floor_load(df, out, codec):
 
 
 # -- delta-rs ----------------------------------------------------------------------------------------------
-DELTA_RS_CODEC = "gzip"  # the sink's base-file codec (set by main): delta-rs writes it too
-
-
-def delta_rs_writer():
-    """delta-rs's writer properties: the sink's codec."""
+def delta_rs_writer(codec):
+    """delta-rs's writer properties for a Hudi parquet codec name (the sink's)."""
     from deltalake import WriterProperties
 
-    return WriterProperties(compression=DELTA_RS_CODEC.upper())
+    return WriterProperties(compression=codec.upper())
 
 
-def delta_merge(path, batch_dir):
+def delta_merge(path, batch_dir, codec):
     from deltalake import DeltaTable
 
     source = pq.read_table(batch_dir)
@@ -272,7 +269,7 @@ def delta_merge(path, batch_dir):
             predicate="t.id = s.id",
             source_alias="s",
             target_alias="t",
-            writer_properties=delta_rs_writer(),
+            writer_properties=delta_rs_writer(codec),
         )
         .when_matched_delete(predicate="s._hoodie_is_deleted")
         .when_matched_update_all()
@@ -441,8 +438,7 @@ def main(argv=None):
     options.update(kv.split("=", 1) for kv in args.option)
     from hoodie_stream.options import parse_options
 
-    global DELTA_RS_CODEC
-    DELTA_RS_CODEC = parse_options("bench", options).parquet_codec
+    codec = parse_options("bench", options).parquet_codec  # every system writes the sink's codec
     sink = HoodieStreamSink(hudi_path, options)  # one writer: it also builds the table (upserts of new keys)
     timed = Timed(spark)
     work_load = Workload()
@@ -469,7 +465,9 @@ def main(argv=None):
                     print(f"  build: sink inserted {n:,} rows in {el:.1f}s ({n / el:,.0f} rows/s)")
                 if "delta" in systems:
                     t0 = time.perf_counter()
-                    write_deltalake(delta_path, pq.read_table(d), mode="append", writer_properties=delta_rs_writer())
+                    write_deltalake(
+                        delta_path, pq.read_table(d), mode="append", writer_properties=delta_rs_writer(codec)
+                    )
                     el = time.perf_counter() - t0
                     print(f"  build: delta-rs appended {n:,} rows in {el:.1f}s ({n / el:,.0f} rows/s)")
                 history.append((size, d, False, None))
@@ -492,7 +490,7 @@ def main(argv=None):
                         el, stages, span = timed(lambda: floor(read(spark, d)))
                     elif system == "delta":
                         t0 = time.perf_counter()
-                        delta_merge(delta_path, d)
+                        delta_merge(delta_path, d, codec)
                         el, stages, span = time.perf_counter() - t0, [], 0.0
                     else:
                         raise SystemExit(f"unknown system {system!r}")
@@ -513,7 +511,7 @@ def main(argv=None):
                 sink(read(spark, d), batch_id)
                 batch_id += 1
                 if "delta" in systems:  # keep the Delta table in step for --verify
-                    delta_merge(delta_path, d)
+                    delta_merge(delta_path, d, codec)
             spark.conf.unset("spark.sql.pyspark.udf.profiler")
             print_profile(spark)
         if SINK_C in systems and not args.initial_only:
@@ -530,6 +528,7 @@ def main(argv=None):
                 args.trigger,
                 args.driver_memory,
                 args.hudi_buckets,
+                codec,
                 work_load.live_rows if args.verify else None,
             )
         if args.verify and not args.initial_only:
@@ -651,7 +650,7 @@ def load_once(spark, timed, system, batch_dir, target, options, codec, peers):
         from deltalake import write_deltalake
 
         t0 = time.perf_counter()
-        write_deltalake(target, pq.read_table(batch_dir), writer_properties=delta_rs_writer())
+        write_deltalake(target, pq.read_table(batch_dir), writer_properties=delta_rs_writer(codec))
         return time.perf_counter() - t0, (None, codec)
     finally:
         shutil.rmtree(target, ignore_errors=True)
@@ -748,7 +747,7 @@ def hudi_options(system, buckets):
     return options
 
 
-def replay_with_peer(system, results, history, work, batch_rows, trigger, driver_memory, buckets, expected=None):
+def replay_with_peer(system, results, history, work, batch_rows, trigger, driver_memory, buckets, codec, expected=None):
     """A peer's streaming query (benchmarks/spark_peer.py, a process of its own: Apache Hudi 0.15.0's Structured
     Streaming sink on pyspark 3.5, or delta-spark's MERGE in foreachBatch) given exactly the same batches in the
     same order, alone after the other systems as sink_c is (an idle streaming query lists its source directory
@@ -769,7 +768,7 @@ def replay_with_peer(system, results, history, work, batch_rows, trigger, driver
             checkpoint=os.path.join(work, f"peer-{system}-chk"),
             schema_from=history[0][1],
             options=hudi_options(system, buckets) if peer_system == "hudi" else {},
-            codec=DELTA_RS_CODEC,
+            codec=codec,
         )
         current = None
         next_start = time.monotonic()

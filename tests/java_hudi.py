@@ -8,17 +8,14 @@ Hudi's Spark writer; `sql` runs Spark SQL in Hudi's session (its procedures: `CA
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import tempfile
-import threading
-from collections import deque
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from json_child import JsonChild
 from oracle import rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,42 +50,13 @@ class JavaHudi:
         self.version = version
         self.workdir = Path(tempfile.mkdtemp(prefix=f"java-hudi-{version}-"))
         jars = [str(p) for p in sorted((JARS / f"hudi-{version}").glob("*.jar")) + sorted((JARS / "s3a").glob("*.jar"))]
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "SPARK_", "PYTHONPATH"))}
-        env["PYSPARK_PYTHON"] = str(VENV / "bin" / "python")
-        self._proc = subprocess.Popen(
-            [str(VENV / "bin" / "python"), str(DRIVER), *jars],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=self.workdir,
-            env=env,
+        self._child = JsonChild(
+            f"the Hudi {version} oracle", VENV / "bin" / "python", [DRIVER, *jars], ANSWER, self.workdir
         )
-        self._stderr: deque[str] = deque(maxlen=200)
-        threading.Thread(target=self._drain_stderr, daemon=True).start()
-        self._lock = threading.Lock()
         self._count = 0
-        self._answer()  # ready
-
-    def _drain_stderr(self):
-        assert self._proc.stderr is not None
-        for line in self._proc.stderr:
-            self._stderr.append(line)
-
-    def _answer(self) -> dict:
-        assert self._proc.stdout is not None
-        for line in self._proc.stdout:
-            if line.startswith(ANSWER):
-                return json.loads(line[len(ANSWER) :])
-        tail = "".join(self._stderr)[-4000:]
-        raise RuntimeError(f"the Hudi {self.version} oracle exited ({self._proc.poll()}):\n{tail}")
 
     def request(self, **req) -> dict:
-        with self._lock:
-            assert self._proc.stdin is not None
-            self._proc.stdin.write(json.dumps(req) + "\n")
-            self._proc.stdin.flush()
-            answer = self._answer()
+        answer = self._child.request(req)
         if "error" in answer:
             raise JavaHudiError(f"Hudi {self.version}: {answer['error']}")
         return answer
@@ -126,13 +94,7 @@ class JavaHudi:
         self.request(op="hadoop", conf=conf)
 
     def close(self) -> None:
-        if self._proc.poll() is None:
-            assert self._proc.stdin is not None
-            self._proc.stdin.close()
-            try:
-                self._proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
+        self._child.close()
 
 
 _STARTED: dict[str, JavaHudi] = {}

@@ -25,8 +25,9 @@ import traceback
 ANSWER = "@@hudi-oracle@@ "
 
 
-def _session(jars, driver_memory="1g", app="java-hudi-oracle"):
-    """Hudi's Spark session on local[2] (also the benchmarks' Hudi peer's, benchmarks/spark_peer.py)."""
+def local_builder(jars, driver_memory, app):
+    """A local[2] session builder with `jars`, the heap, 2 shuffle partitions, UTC and no UI: the oracle's, and
+    the benchmarks' Spark peers' (benchmarks/spark_peer.py) before their own catalog."""
     from pyspark.sql import SparkSession
 
     return (
@@ -38,6 +39,13 @@ def _session(jars, driver_memory="1g", app="java-hudi-oracle"):
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
+    )
+
+
+def _session(jars, driver_memory="1g", app="java-hudi-oracle"):
+    """Hudi's Spark session on local[2] (also the benchmarks' Hudi peer's, benchmarks/spark_peer.py)."""
+    return (
+        local_builder(jars, driver_memory, app)
         .config("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
         .config("spark.kryo.registrator", "org.apache.spark.HoodieSparkKryoRegistrar")
         .config("spark.sql.extensions", "org.apache.spark.sql.hudi.HoodieSparkSessionExtension")
