@@ -93,13 +93,15 @@ def run_child_query(app, source, sink, checkpoint):
     stream = source(spark)
     foreach = sink(spark)  # built once the session runs (a sink on S3 reads its fs.s3a settings)
     query = stream.writeStream.foreachBatch(foreach).option("checkpointLocation", checkpoint).start()
+    started = time.monotonic()
     print(f"query {query.id} run {query.runId} started", flush=True)
     try:
         query.processAllAvailable()
     finally:
         query.stop()
         foreach.close()
-    print(f"query {query.id} done", flush=True)
+    last = query.lastProgress
+    print(f"query {query.id} done in {time.monotonic() - started:.0f} s, last batch {last and last['batchId']}", flush=True)
     spark.stop()
 
 

@@ -19,10 +19,14 @@ from hoodie_stream.storage import storage_for
 
 KILLS = 2
 RUN_TIMEOUT = 300
+# Killed runs take a few offsets per micro-batch, so that a kill lands in the middle of one of many commits; the
+# catch-up runs after them take wide micro-batches (a loaded machine takes seconds per micro-batch).
+KILLED_RUN_OFFSETS, CATCH_UP_OFFSETS = 40, 1000
 
 
-def run_child(cdc_env, prefix, lake, chk, log):
-    return start_child("cdc_kafka_child.py", [cdc_env.bootstrap, prefix, str(lake), str(chk)], log, tmp=log.parent)
+def run_child(cdc_env, prefix, lake, chk, log, max_offsets):
+    args = [cdc_env.bootstrap, prefix, str(lake), str(chk), str(max_offsets)]
+    return start_child("cdc_kafka_child.py", args, log, tmp=log.parent)
 
 
 def table_paths(lake, prefix, schema):
@@ -38,7 +42,7 @@ def run_and_kill(cdc_env, prefix, schema, lake, chk, log, rng):
         return {p: timeline_state(p) if storage_for(p).exists(".hoodie/hoodie.properties") else {} for p in paths}
 
     before = states()
-    proc = run_child(cdc_env, prefix, lake, chk, log)
+    proc = run_child(cdc_env, prefix, lake, chk, log, KILLED_RUN_OFFSETS)
     groups, armed, delay = set(), None, rng.uniform(0, 1.5)
     started = time.monotonic()
     try:
@@ -151,7 +155,7 @@ def test_sigkilled_driver_and_kafka_connect_change_each_row_exactly_once(spark, 
         deadline = time.monotonic() + 300
         while True:
             runs += 1
-            proc = run_child(cdc_env, prefix, lake, chk, tmp_path / f"run-{runs}.log")
+            proc = run_child(cdc_env, prefix, lake, chk, tmp_path / f"run-{runs}.log", CATCH_UP_OFFSETS)
             assert proc.wait(RUN_TIMEOUT) == 0, (tmp_path / f"run-{runs}.log").read_text(errors="replace")[-3000:]
             diffs = differences(db, lake, prefix, schema, TABLES)
             if not diffs:
