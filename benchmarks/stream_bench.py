@@ -36,7 +36,7 @@ without compaction, >= 0.65 with), against a peer = its latency / the sink's (go
 hudi_bucket, delta_spark and delta). Where the time goes: every Spark
 stage's wall time (from Spark's status store, no UI needed) and the sink's driver-side time (latency minus the span
 of its Spark stages). `--profile` adds a cProfile of the sink's three mapInArrow functions over extra batches
-(Spark's `spark.sql.pyspark.udf.profiler=perf`).
+(Spark's `spark.sql.pyspark.udf.profiler=perf`); with `--initial-only`, of its functions over one more initial load.
 
 - sink_c: the sink with the default asynchronous compaction, on a second table given exactly the same batches in
          the same order, replayed after the other systems (so its compaction never disturbs them); its measured
@@ -58,6 +58,7 @@ commits, executed asynchronously on the same two cores); cleaning runs with its 
 Run: python benchmarks/stream_bench.py                     # 1M and 6M rows, 10 batches of 100k at each
      python benchmarks/stream_bench.py --quick             # 200k and 1M rows, 4 batches: under ~3 minutes
      python benchmarks/stream_bench.py --initial-only --initial-runs 3   # the initial load alone, 3 times
+     python benchmarks/stream_bench.py --initial-only --initial-sizes 1000000 --systems sink,floor --profile 1
      python benchmarks/stream_bench.py --sizes 6000000 --batches 20 --systems sink,delta
 Needs: bash scripts/setup-bench-peers.sh (delta-rs, delta-spark and its jars, Apache Hudi 0.15.0) for the peers;
 `--systems sink,floor` runs without them.
@@ -355,12 +356,12 @@ def ratios(res):
     return out
 
 
-def print_profile(spark, top=14):
+def print_profile(spark, top=14, what="sink batches"):
     import pstats
 
     results = spark.profile.profiler_collector._perf_profile_results
     for udf_id, stats in sorted(results.items(), key=lambda kv: str(kv[0])):
-        print(f"\n-- cProfile of mapInArrow UDF {udf_id} (sink batches, both tasks), top {top} by own time --")
+        print(f"\n-- cProfile of mapInArrow UDF {udf_id} ({what}, both tasks), top {top} by own time --")
         stats.sort_stats(pstats.SortKey.TIME).print_stats(top)
         stats.print_callers(r"compute\.py:\d+\(wrapper\)|\(read\)$")
 
@@ -387,7 +388,8 @@ def parse_args(argv):
         type=int,
         default=0,
         metavar="N",
-        help="after the measurements, cProfile the sink's mapInArrow functions over N more batches",
+        help="after the measurements, cProfile the sink's mapInArrow functions over N more batches (with "
+        "--initial-only: over one more initial load of each size)",
     )
     p.add_argument("--verify", action="store_true", help="check the row count of both tables at the end")
     p.add_argument("--initial-sizes", default="1000000,6000000", help="rows of the initial loads (empty: none)")
@@ -451,7 +453,15 @@ def main(argv=None):
         if args.initial_sizes:
             load_options = {k: v for k, v in options.items() if not k.startswith("compaction.")}
             initial = initial_loads(
-                spark, timed, work, args.initial_sizes, args.initial_runs, systems, load_options, args.driver_memory
+                spark,
+                timed,
+                work,
+                args.initial_sizes,
+                args.initial_runs,
+                systems,
+                load_options,
+                args.driver_memory,
+                profile=bool(args.profile) and args.initial_only,
             )
         for size in [] if args.initial_only else args.sizes:
             # grow the tables to `size` live rows
@@ -502,7 +512,7 @@ def main(argv=None):
                 f"  python workers: peak RSS {rss.peak_mb():.0f} MB (one process), "
                 f"{rss.peak_total_mb():.0f} MB (all together) so far"
             )
-        if args.profile and "sink" in systems:
+        if args.profile and "sink" in systems and not args.initial_only:
             spark.conf.set("spark.sql.pyspark.udf.profiler", "perf")
             for _ in range(args.profile):
                 table, _mix = work_load.cdc(args.batch_rows)
@@ -577,12 +587,13 @@ def main(argv=None):
     return results
 
 
-def initial_loads(spark, timed, work, sizes, runs, systems, options, driver_memory):
+def initial_loads(spark, timed, work, sizes, runs, systems, options, driver_memory, profile=False):
     """Each size's rows as the first write into an empty table: sink, floor, delta-rs, Apache Hudi's bulk_insert
     and delta-spark's write in turn (the order reversed on every other run), `runs` times, after one unmeasured
     load of 100k rows by each (the Python workers start, the JVMs warm up); every system writes the sink's codec.
     The peers (hudi, delta_spark) run in processes of their own, started once for all loads (their JVMs stay up,
-    idle, while the others load). {size: {system: [latencies]}}."""
+    idle, while the others load). `profile`: one more sink load of each size, its mapInArrow functions under
+    cProfile, printed. {size: {system: [latencies]}}."""
     from hoodie_stream.options import parse_options
     from spark_peer import SparkPeer
 
@@ -612,6 +623,14 @@ def initial_loads(spark, timed, work, sizes, runs, systems, options, driver_memo
                     detail = f" ({info[1]})" if info[1] else ""
                     print(f"  initial load {size:,} rows, run {r + 1}: {system} {el:.1f}s{detail}")
                     res.setdefault(system, []).append(el)
+            if profile and "sink" in order:
+                spark.conf.set("spark.sql.pyspark.udf.profiler", "perf")
+                target = os.path.join(work, "initial", f"sink-{size}-profiled")
+                el, _info = load_once(spark, timed, "sink", d, target, options, codec, peers)
+                spark.conf.unset("spark.sql.pyspark.udf.profiler")
+                print(f"  initial load {size:,} rows under cProfile: sink {el:.1f}s")
+                print_profile(spark, what=f"the initial load of {size:,} rows")
+                spark.profile.clear()
             shutil.rmtree(d, ignore_errors=True)
             print(f"\n== initial load of {size:,} rows ({runs} run{'s' if runs > 1 else ''}) ==")
             for system, lat in res.items():

@@ -101,7 +101,10 @@ def run_child_query(app, source, sink, checkpoint):
         query.stop()
         foreach.close()
     last = query.lastProgress
-    print(f"query {query.id} done in {time.monotonic() - started:.0f} s, last batch {last and last['batchId']}", flush=True)
+    print(
+        f"query {query.id} done in {time.monotonic() - started:.0f} s, last batch {last and last['batchId']}",
+        flush=True,
+    )
     spark.stop()
 
 
