@@ -21,6 +21,7 @@ written again (a duplicate; the index state then points to the new copy), and de
 
 from ..bucket_assign.markers import EntryMarker, FieldsMarker, batch_markers
 from ..bucket_assign.small_files import average_record_size, recent_write_commits
+from ..chain import arrow_batches
 from ..chain.columns import ASSIGN_TASK, KEY, KEY_GROUP, PARTITION, SEQ
 from ..chain.key_groups import assign_task_expr, key_group_expr, key_group_of
 from ..chain.sql_keys import quoted, record_key_sql, sortable_fields
@@ -28,9 +29,11 @@ from ..chain.stages import BatchContext, BulkInsertSpec
 from ..format.keygen import make_key_generator
 from ..format.merge import merge_mode
 from ..format.timeline import CommittedInstants
-from .bulk_insert_write import BulkInsertWriteFunction
+from .bulk_insert_write import BulkInsertWriteFunction, row_group_bytes
 from .key_by import KeyBy, keyed_schema
 from .write_function import RESULT_SCHEMA
+
+INPUT_BATCH_ROWS = 65_536  # rows of an Arrow batch a write task receives (chain/arrow_batches.py)
 
 
 def run_bulk_insert(df, writer, txn, options, tasks, committed=None):
@@ -73,7 +76,10 @@ def run_bulk_insert(df, writer, txn, options, tasks, committed=None):
     )
     schema = T.StructType([T.StructField(n, T.StringType()) for n in RESULT_SCHEMA.names])
     results = routed.mapInArrow(BulkInsertWriteFunction(context, spec), schema)
-    return [(r["kind"], r["payload"]) for r in results.collect()]
+    # large input batches (a task pays a fixed cost per batch), each at most a quarter of a row group: the rows a
+    # file gathers are slices of them, which keep their batches in memory until the row group is written
+    with arrow_batches.batches(df.sparkSession, INPUT_BATCH_ROWS, row_group_bytes(spec.task_max_bytes) // 4):
+        return [(r["kind"], r["payload"]) for r in results.collect()]
 
 
 def _markers(df, options):
