@@ -180,3 +180,47 @@ def test_a_filter_holding_many_deleted_keys_is_built_again(tmp_path):
         assert bloom.count == len(keys) and holds(bloom, keys).all()
     same = [c for c in before.column_names if c != "_hoodie_file_name"]
     assert_same_rows(rs_read(path), before, same, context="hudi-rs before vs after the third compaction")
+
+
+def test_a_base_file_larger_than_the_memory_streams_through_in_one_pass(tmp_path, monkeypatch):
+    """`compaction.max_memory` bounds the log records a merge holds, not the base file: a base file of several times
+    the memory with a small log is merged in one pass, a batch at a time, and Arrow never holds it whole (the peak of
+    a pool of the merge's own)."""
+    from hoodie_stream.compaction import execute
+
+    monkeypatch.setattr(execute, "BASE_CHUNK_ROWS", 16_384)
+    path = str(tmp_path / "t")
+    n = 200_000
+    writer = HoodieWriter.create(
+        path, table_name="t", record_key_fields=["id"], schema=SCHEMA, precombine_field="ts", partition_fields=[]
+    )
+    txn = writer.start(operation="INSERT")
+    stat = txn.write_base("", rows(np.arange(n), 5))
+    first = txn.commit()
+    txn = writer.start()
+    txn.append_log("", stat.file_id, first, rows(np.arange(0, n, 100), 6), base_file=stat.path.rsplit("/", 1)[-1])
+    txn.commit()
+    base_bytes = read_base_file(path, stat.path).nbytes
+    before = rs_read(path)
+
+    tl = Timeline(path)
+    instant = schedule_compaction(path, tl, parse_compaction_options(), force=True)
+    (op,) = plan_operations(pending_plans(tl)[instant])
+    tl.transition_to_inflight(instant, "compaction", b"")
+    committed = {i.timestamp for i in tl.commits_timeline()}
+    previous = pa.default_memory_pool()
+    pool = pa.proxy_memory_pool(previous)
+    pa.set_memory_pool(pool)  # every Arrow allocation of the merge (reads, merge, writer threads) goes through it
+    try:
+        new, ranges = compact_operation(path, instant, op, committed, base_bytes // 4, "0-0-0")
+    finally:
+        pa.set_memory_pool(previous)
+    tl.complete(instant, "compaction", CommitMetadata({}, True, {}, "COMPACT").with_stats([new]).to_json())
+
+    assert ranges == 1
+    # the file is one row group, whose pages the reader holds while it yields the row group's batches: at most
+    # three quarters of the decoded file in all (holding the decoded file alone takes all of it)
+    assert pool.max_memory() < base_bytes * 3 / 4, (pool.max_memory(), base_bytes)
+    same = [c for c in before.column_names if c != "_hoodie_file_name"]
+    assert_same_rows(rs_read(path), before, same, context="hudi-rs before vs after compaction")
+    assert new.num_writes == n

@@ -2,10 +2,12 @@
 
 The merge follows the reader's rules (vectorized, `format.merge`). Records keep their meta columns (commit time,
 sequence number, key, partition path); `_hoodie_file_name` becomes the new file's name. Memory per task is bounded
-by `compaction.max_memory`: a slice whose records would not fit is merged in key ranges, one range at a time
-(each range re-reads the files and keeps only its keys), and written as successive row groups of one file. A slice
-merged in one pass reads its log files' keys first, writes the base rows no log touches while the log records are
-decoded and merged, and starts the new file's bloom filter from the replaced file's.
+by `compaction.max_memory`, as Hudi bounds its merge by the log records it holds: the base file streams through a
+batch at a time (its rows no log touches written as they come, a few batches in the writer at most), and a slice
+whose log records (with the base rows they touch) would not fit is merged in key ranges, one range at a time (each
+range re-reads the files and keeps only its keys), written as successive row groups of one file. A slice merged in
+one pass reads its log files' keys first, writes the base rows no log touches while the log records are decoded,
+merges the rest, and starts the new file's bloom filter from the replaced file's.
 """
 
 import json
@@ -22,6 +24,7 @@ import pyarrow as pa
 # pyarrow.parquet is imported by the functions that use it: the write chain's workers never need to load it
 import pyarrow.compute as pc
 
+from ..chain import worker_memory
 from ..errors import HoodieFormatError, in_task
 from ..format.avro_schema import with_meta_fields
 from ..format.base_file import (
@@ -49,10 +52,10 @@ from .operation import CompactionOperation
 FILE_NAME = "_hoodie_file_name"
 # decoded Arrow records take about this many times their size in a log file / in a parquet file
 LOG_EXPANSION = 2.0
-# the untouched base rows are handed to the writer in chunks of this many rows (each a row group), and this many
-# chunks may wait for it: the writer starts on the first while the rest are split off
+# the base file streams through in batches of this many rows, its untouched rows handed to the writer (a row group
+# each), and this many chunks may wait for it: the writer encodes one while the next batch is read and split
 BASE_CHUNK_ROWS = 131_072
-BASE_CHUNKS_IN_FLIGHT = 16
+BASE_CHUNKS_IN_FLIGHT = 2
 
 
 def _log_reader(storage, hold):
@@ -105,21 +108,26 @@ def _log_versions(read, log_paths, counts, cancelled, ordering, ordering_type, k
                 yield v if key_filter is None else Version(key_filter(v.table), v.is_delete)
 
 
-def _base_version(storage, path, key_filter):
-    """The base file's records in a key range: read a batch at a time and filtered; the whole file at once (with the
-    reader's threads) when the range is everything."""
-    if key_filter is None:
-        table = read_base_file(storage, path)
-        return Version(table) if table.num_rows else None
-    parts = []
+def _stream_base(storage, path, key_filter, log_keys, schema, write_untouched):
+    """The base file a batch at a time, filtered to a key range (key_filter None: all): its rows whose key no log
+    holds (`log_keys`) go to `write_untouched` batch by batch (aligned to `schema`, deleted rows dropped), its other
+    rows are returned as a Version, to merge with the log records. Only a batch and the touched rows are held."""
+    touched_parts = []
     with parquet_file(storage, path) as pf:
-        for batch in pf.iter_batches(batch_size=65_536):
-            t = key_filter(pa.Table.from_batches([batch]))
-            if t.num_rows:
-                parts.append(t)
-    if not parts:
-        return None
-    return Version(pa.concat_tables(parts))
+        empty = pf.schema_arrow.empty_table()
+        for batch in pf.iter_batches(batch_size=BASE_CHUNK_ROWS):
+            chunk = pa.Table.from_batches([batch])
+            del batch
+            if key_filter is not None:
+                chunk = key_filter(chunk)
+            untouched, touched = split_base(Version(chunk), pc.is_in(chunk[KEY], value_set=log_keys), schema)
+            del chunk
+            if untouched.num_rows:
+                write_untouched(untouched)
+            if touched.table.num_rows:
+                touched_parts.append(touched.table)
+            del untouched, touched
+    return Version(pa.concat_tables(touched_parts) if touched_parts else empty)
 
 
 def _key_sample(storage, base_path, read, log_paths, counts, cancelled, ordering, ordering_type):
@@ -187,15 +195,9 @@ def _lacking(keys, known):
 
 
 def estimate_memory(storage: Storage, op: CompactionOperation) -> float:
-    """Bytes the decoded records of an operation would take."""
-    total = 0.0
-    if op.base_file:
-        with parquet_file(storage, join(op.partition, op.base_file)) as pf:
-            md = pf.metadata
-            total += sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
-    for name in op.log_files:
-        total += storage.size(join(op.partition, name)) * LOG_EXPANSION
-    return total
+    """Bytes a merge of the operation holds at once: its log records decoded, and as many base rows (the ones they
+    touch, at most one per log record). The base file streams through a batch at a time and is not counted."""
+    return 2 * LOG_EXPANSION * sum(storage.size(join(op.partition, name)) for name in op.log_files)
 
 
 def compact_operation(
@@ -272,33 +274,23 @@ def compact_operation(
     try:
         with ThreadPoolExecutor(1, thread_name_prefix="hoodie-compaction-base") as reading:
             if n_ranges == 1 and base_path:
-                # the log files' keys first (only the columns before the key are decoded), so that the base rows no
-                # log touches are written while the log records are decoded and the contested keys merged
-                base_read = reading.submit(_base_version, storage, base_path, None)
+                # the log files' keys first (only the columns before the key are decoded); then the base file
+                # streams through a batch at a time, its rows no log touches going to the writer while the log
+                # records are decoded in a thread, and its touched rows kept to merge with them
                 blocks = [(p, _counted_blocks(read(p), counts, cancelled)) for p in log_paths]
                 keys = [k for p, bs in blocks for k in block_keys(bs, p)]
-                base_table = (base_read.result() or Version(schema.empty_table())).table
-                del base_read
                 log_keys = pc.unique(pa.chunked_array(keys, pa.string()).combine_chunks())
-                touched_mask = pc.is_in(base_table[KEY], value_set=log_keys).combine_chunks()
-                del keys, log_keys
-                # the base rows no log touches go to the writer a chunk at a time: it starts on the first while the
-                # next are split off; with the replaced file's bloom filter taken over, their keys are not added
-                touched_parts = []
-                for start in range(0, max(1, base_table.num_rows), BASE_CHUNK_ROWS):
-                    untouched, touched_part = split_base(
-                        Version(base_table.slice(start, BASE_CHUNK_ROWS)),
-                        touched_mask.slice(start, BASE_CHUNK_ROWS),
-                        schema,
-                    )
-                    write(untouched, (lambda keys: keys.slice(0, 0)) if seeded else None)
-                    touched_parts.append(touched_part.table)
-                    del untouched, touched_part
-                del base_table, touched_mask
-                touched = Version(pa.concat_tables(touched_parts))
+                del keys
+                decoding = reading.submit(
+                    lambda: [v for p, bs in blocks for v in block_versions(bs, ordering, ordering_type, p)]
+                )
+                # with the replaced file's bloom filter taken over, the untouched rows' keys are not added
+                untouched_keys = (lambda keys: keys.slice(0, 0)) if seeded else None
+                touched = _stream_base(storage, base_path, None, log_keys, schema, lambda t: write(t, untouched_keys))
+                del log_keys
                 base_keys = touched.table[KEY].combine_chunks()
-                logs = [v for p, bs in blocks for v in block_versions(bs, ordering, ordering_type, p)]
-                del blocks
+                logs = decoding.result()
+                del blocks, decoding
                 log_records = sum(v.table.num_rows for v in logs)
                 for merged in merge_pieces([touched] + logs, schema, mode, ordering):
                     write(merged, (lambda keys: _lacking(keys, base_keys)) if seeded else None)
@@ -306,14 +298,13 @@ def compact_operation(
             else:
                 for lo, hi in ranges:
                     keep = _range_filter(lo, hi)
-                    # the base file is read in a thread while the log files are decoded
-                    base = reading.submit(_base_version, storage, base_path, keep) if base_path else None
-                    logs = list(_log_versions(read, log_paths, counts, cancelled, ordering, ordering_type, keep))
-                    log_records += sum(v.table.num_rows for v in logs)
-                    versions = [] if base is None or base.result() is None else [base.result()]
-                    versions += logs
-                    del base, logs
-                    # the rows no log touches are written (in the writer's threads) while the contested keys merge
+                    versions = list(_log_versions(read, log_paths, counts, cancelled, ordering, ordering_type, keep))
+                    log_records += sum(v.table.num_rows for v in versions)
+                    if base_path:  # the range's base rows stream through as in one pass
+                        in_logs = [c for v in versions for c in v.table[KEY].cast(pa.string()).chunks]
+                        log_keys = pc.unique(pa.chunked_array(in_logs, pa.string()).combine_chunks())
+                        versions.insert(0, _stream_base(storage, base_path, keep, log_keys, schema, write))
+                        del in_logs, log_keys
                     for merged in merge_pieces(versions, schema, mode, ordering):
                         write(merged)
                         del merged
@@ -385,6 +376,7 @@ class CompactTask:
         max_memory_bytes: int,
         nice: int = 0,
         compression: str = DEFAULT_COMPRESSION,
+        release_memory: bool = True,
     ) -> None:
         self.storage = storage
         self.instant = instant
@@ -392,6 +384,7 @@ class CompactTask:
         self.max_memory_bytes = max_memory_bytes
         self.nice = nice
         self.compression = compression
+        self.release_memory = release_memory  # the allocators as the write chain's (chain/worker_memory.py)
 
     @in_task
     def __call__(self, batches):
@@ -399,19 +392,20 @@ class CompactTask:
 
         ctx = TaskContext.get()
         out = []
-        for batch in batches:
-            for op_json in batch.column(0).to_pylist():
-                token = write_token(ctx.partitionId(), ctx.stageId(), ctx.attemptNumber()) if ctx else "0-0-0"
-                stat, ranges = run_niced(
-                    self.nice,
-                    compact_operation,
-                    self.storage,
-                    self.instant,
-                    CompactionOperation.from_avro(json.loads(op_json)),
-                    self.committed,
-                    self.max_memory_bytes,
-                    token,
-                    self.compression,
-                )
-                out.append(json.dumps(dict(stat.to_dict(), __ranges=ranges)))
+        with worker_memory.task(self.release_memory):
+            for batch in batches:
+                for op_json in batch.column(0).to_pylist():
+                    token = write_token(ctx.partitionId(), ctx.stageId(), ctx.attemptNumber()) if ctx else "0-0-0"
+                    stat, ranges = run_niced(
+                        self.nice,
+                        compact_operation,
+                        self.storage,
+                        self.instant,
+                        CompactionOperation.from_avro(json.loads(op_json)),
+                        self.committed,
+                        self.max_memory_bytes,
+                        token,
+                        self.compression,
+                    )
+                    out.append(json.dumps(dict(stat.to_dict(), __ranges=ranges)))
         yield pa.record_batch([pa.array(out, pa.string())], names=["stat"])

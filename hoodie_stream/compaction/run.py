@@ -31,6 +31,7 @@ def run_compaction(
     compression=DEFAULT_COMPRESSION,
     job_context=None,
     stopped=None,
+    release_memory=True,
 ):
     """Execute and commit one planned compaction. Returns the completed instant's write stats.
 
@@ -40,7 +41,8 @@ def run_compaction(
     the next one straight away. Each thread calls `before_task()` before it submits an operation and submits it
     inside `job_context()` (the thread's scheduler pool and job group); once `stopped()` is true no operation is
     submitted any more and the compaction fails with CompactionStopped. `nice` lowers the CPU priority of the
-    merging threads. On failure the compaction's files are removed, the plan goes back to requested and the
+    merging threads. `release_memory` (`hoodie.stream.worker.memory.release`): the tasks' allocators as the write
+    chain's (`chain/worker_memory.py`). On failure the compaction's files are removed, the plan goes back to requested and the
     exception propagates (the caller reports it). `guard()` is called before the plan goes inflight and before
     the commit (the writer lease's check).
     """
@@ -59,7 +61,7 @@ def run_compaction(
     tag = new_tag(f"compaction-{instant}")
     try:
         rows = [(json.dumps(op.to_avro()),) for op in ops]
-        task = CompactTask(storage, instant, committed, max_memory_bytes, nice, compression)
+        task = CompactTask(storage, instant, committed, max_memory_bytes, nice, compression, release_memory)
         if not rows:
             result = []
         elif concurrency:

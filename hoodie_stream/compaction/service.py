@@ -83,6 +83,7 @@ def run_pending_compactions(
     guard=None,
     job_context=None,
     stopped=None,
+    release_memory=True,
 ):
     """Execute and commit pending compaction plans, earliest first (see `run_compaction` for the arguments).
     Returns the instants completed. `guard()` raises when the writer must not go on (the writer lease was lost)."""
@@ -105,6 +106,7 @@ def run_pending_compactions(
             compression=opts.parquet_codec,
             job_context=job_context,
             stopped=stopped,
+            release_memory=release_memory,
         )
         done.append(instant)
     return done
@@ -171,7 +173,11 @@ class TableServices:
                 self._schedule(spark, Timeline(self.storage))
             if not opts.async_run or inline:
                 self.wait_idle(None)  # a background step of an earlier query of this sink ends first
-                self._completed(run_pending_compactions(spark, self.storage, opts, guard=self.guard))
+                self._completed(
+                    run_pending_compactions(
+                        spark, self.storage, opts, guard=self.guard, release_memory=self.release_memory
+                    )
+                )
                 clean_and_archive(self.storage, opts)
                 self._release_memory()
                 return
@@ -357,6 +363,7 @@ class TableServices:
             guard=self.guard,
             job_context=lambda: self._job_context(CATCH_UP_POOL if catching_up else COMPACTION_POOL),
             stopped=lambda: self._stop or spark_stopped(spark),
+            release_memory=self.release_memory,
         )
         if done:
             self.pace.compacted(plan_io_mb(plan), time.monotonic() - started, min(tasks, len(plan_operations(plan))))
