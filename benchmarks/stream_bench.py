@@ -65,6 +65,7 @@ Needs: bash scripts/setup-bench-peers.sh (delta-rs, delta-spark and its jars, Ap
 """
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -356,7 +357,19 @@ def ratios(res):
     return out
 
 
-def print_profile(spark, top=14, what="sink batches"):
+@contextlib.contextmanager
+def profiled(spark, what):
+    """The sink's mapInArrow functions under cProfile (Spark's UDF profiler) inside; their profile printed after."""
+    spark.conf.set("spark.sql.pyspark.udf.profiler", "perf")
+    try:
+        yield
+    finally:
+        spark.conf.unset("spark.sql.pyspark.udf.profiler")
+    print_profile(spark, what=what)
+    spark.profile.clear()
+
+
+def print_profile(spark, what, top=14):
     import pstats
 
     results = spark.profile.profiler_collector._perf_profile_results
@@ -513,17 +526,15 @@ def main(argv=None):
                 f"{rss.peak_total_mb():.0f} MB (all together) so far"
             )
         if args.profile and "sink" in systems and not args.initial_only:
-            spark.conf.set("spark.sql.pyspark.udf.profiler", "perf")
-            for _ in range(args.profile):
-                table, _mix = work_load.cdc(args.batch_rows)
-                batch_no += 1
-                d = write_batch(table, os.path.join(work, "batches", f"{batch_no:04d}"))
-                sink(read(spark, d), batch_id)
-                batch_id += 1
-                if "delta" in systems:  # keep the Delta table in step for --verify
-                    delta_merge(delta_path, d, codec)
-            spark.conf.unset("spark.sql.pyspark.udf.profiler")
-            print_profile(spark)
+            with profiled(spark, "sink batches"):
+                for _ in range(args.profile):
+                    table, _mix = work_load.cdc(args.batch_rows)
+                    batch_no += 1
+                    d = write_batch(table, os.path.join(work, "batches", f"{batch_no:04d}"))
+                    sink(read(spark, d), batch_id)
+                    batch_id += 1
+                    if "delta" in systems:  # keep the Delta table in step for --verify
+                        delta_merge(delta_path, d, codec)
         if SINK_C in systems and not args.initial_only:
             replay_with_compaction(
                 spark, timed, results, history, os.path.join(work, "hudi_c"), options, args.batch_rows, args.trigger
@@ -624,13 +635,10 @@ def initial_loads(spark, timed, work, sizes, runs, systems, options, driver_memo
                     print(f"  initial load {size:,} rows, run {r + 1}: {system} {el:.1f}s{detail}")
                     res.setdefault(system, []).append(el)
             if profile and "sink" in order:
-                spark.conf.set("spark.sql.pyspark.udf.profiler", "perf")
-                target = os.path.join(work, "initial", f"sink-{size}-profiled")
-                el, _info = load_once(spark, timed, "sink", d, target, options, codec, peers)
-                spark.conf.unset("spark.sql.pyspark.udf.profiler")
-                print(f"  initial load {size:,} rows under cProfile: sink {el:.1f}s")
-                print_profile(spark, what=f"the initial load of {size:,} rows")
-                spark.profile.clear()
+                with profiled(spark, f"the initial load of {size:,} rows"):
+                    target = os.path.join(work, "initial", f"sink-{size}-profiled")
+                    el, _info = load_once(spark, timed, "sink", d, target, options, codec, peers)
+                    print(f"  initial load {size:,} rows under cProfile: sink {el:.1f}s")
             shutil.rmtree(d, ignore_errors=True)
             print(f"\n== initial load of {size:,} rows ({runs} run{'s' if runs > 1 else ''}) ==")
             for system, lat in res.items():
