@@ -5,9 +5,13 @@ from its store fails with this error, whatever request it was making (test_store
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from hoodie_stream.errors import HoodieStorageError
+from hoodie_stream.format.table_lock import LOCK_PATH, TableLease
+from hoodie_stream.options import LockOptions
 from hoodie_stream.storage import object_store, storage_for
 from s3_server import SECRET_KEY
 from tcp_proxy import TcpProxy
@@ -94,3 +98,38 @@ def test_the_endpoint_named_is_the_configured_one_without_user_info_or_the_store
     uri = "abfss://c@acct.dfs.core.windows.net/t"
     assert endpoint("azure", uri, {}) == "https://acct.dfs.core.windows.net"
     assert endpoint("azure", "az://acct/c/t", {}) == "https://acct.blob.core.windows.net"
+
+
+def test_a_lease_renewal_whose_answer_was_lost_keeps_the_lease_and_releases_it(s3_server, proxy):
+    """The store did the renewal, the writer never heard: the lock object's version is not the one it knew. The
+    object still names this writer, so the next renewal and the release go on from it (with no check of the owner,
+    the writer would think another writer took its lease, and leave it held until it expired)."""
+    uri = s3_server.new_table_uri("lease-cut")
+    direct = storage_for(uri, s3_server.options())
+    bucket, prefix = uri.removeprefix("s3://").split("/", 1)
+    proxy.restore()
+    storage = storage_for(uri, s3_server.options(aws_endpoint_url=proxy.endpoint, **QUICK_FAILURE))
+    lease = TableLease(storage, LockOptions(validity_timeout_secs=30, renew_interval_secs=600, wait_time_ms=0), "q")
+    lease.acquire()
+    before = json.loads(direct.read(LOCK_PATH))
+    proxy.cut_on(f"PUT /{bucket}/{prefix}/{LOCK_PATH} ".encode(), 0)  # the server writes; its answer never comes
+    with pytest.raises(HoodieStorageError):
+        lease.renew()
+    assert proxy.triggered.is_set()
+    landed = json.loads(direct.read(LOCK_PATH))
+    assert landed["owner"] == before["owner"] and landed["validUntil"] > before["validUntil"], "the store did it"
+    proxy.restore()
+    lease.renew()
+    lease.ensure()
+    assert lease.held
+    assert json.loads(direct.read(LOCK_PATH))["validUntil"] >= landed["validUntil"]
+    proxy.cut_on(f"PUT /{bucket}/{prefix}/{LOCK_PATH} ".encode(), 0)
+    with pytest.raises(HoodieStorageError):
+        lease.renew()
+    proxy.restore()
+    lease.release()
+    released = json.loads(direct.read(LOCK_PATH))
+    assert released["expired"] is True and released["owner"] == before["owner"]
+    other = TableLease(storage_for(uri, s3_server.options()), LockOptions(wait_time_ms=0), "other")
+    other.acquire()  # at once: nothing waits for the lease to expire
+    other.release()

@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from ..errors import HoodieLockError, HoodieObjectChangedError, HoodieObjectExistsError, HoodieObjectNotFoundError
 from ..storage import Storage
@@ -245,14 +246,36 @@ class TableLease:
             if self.holder is None or self._lost is not None:
                 return
             valid_until = _now_ms() + self.validity_ms
+            doc = _document(False, valid_until, self.holder.owner)
             try:
-                self._version = self.storage.put_if(
-                    LOCK_PATH, _document(False, valid_until, self.holder.owner), self._version
-                )
+                self._version = self.storage.put_if(LOCK_PATH, doc, self._version)
             except (HoodieObjectChangedError, HoodieObjectNotFoundError):
-                self._lost = "another writer replaced the lease object (this writer's lease had expired)"
-                raise HoodieLockError(f"{self.storage.uri}: lost the table's lease: {self._lost}") from None
+                current = self._own_version(self.holder.owner)
+                if current is None:
+                    self._lose()
+                try:
+                    self._version = self.storage.put_if(LOCK_PATH, doc, current)
+                except (HoodieObjectChangedError, HoodieObjectNotFoundError):
+                    self._lose()
             self._valid_until = valid_until
+
+    def _lose(self) -> NoReturn:
+        self._lost = "another writer replaced the lease object (this writer's lease had expired)"
+        raise HoodieLockError(f"{self.storage.uri}: lost the table's lease: {self._lost}") from None
+
+    def _own_version(self, owner: str) -> str | None:
+        """The lock object's version when it still names this holder (`owner`), unexpired: an earlier renewal of ours whose
+        answer was lost (the store did the write, the connection broke before we heard) changed the version we
+        knew. None when another writer holds it, or the object is gone."""
+        try:
+            data, current = self.storage.read_version(LOCK_PATH)
+        except HoodieObjectNotFoundError:
+            return None
+        expired, _until, holding = _parse(data, self.where())
+        if expired or holding != owner:
+            return None
+        log.info("%s: the lease object holds a renewal of ours whose answer was lost; keeping it", self.storage.uri)
+        return current
 
     def ensure(self) -> None:
         """Raise HoodieLockError unless this writer holds a valid lease (renewing it now when it runs short)."""
@@ -290,8 +313,15 @@ class TableLease:
             holder, self.holder = self.holder, None
             if holder is None or self._lost is not None:
                 return
+            released = _document(True, _now_ms(), holder.owner)
             try:
-                version = self.storage.put_if(LOCK_PATH, _document(True, _now_ms(), holder.owner), self._version)
+                try:
+                    version = self.storage.put_if(LOCK_PATH, released, self._version)
+                except HoodieObjectChangedError:
+                    current = self._own_version(holder.owner)  # a renewal of ours whose answer was lost?
+                    if current is None:
+                        raise
+                    version = self.storage.put_if(LOCK_PATH, released, current)
                 if remove and self.storage.read_version(LOCK_PATH)[1] == version:
                     self.storage.delete(LOCK_PATH)  # an expired lease: whoever takes it next creates it anew
             except (HoodieObjectChangedError, HoodieObjectNotFoundError):
