@@ -512,3 +512,24 @@ def test_null_parents_backed_by_child_values():
     )
     check_table(pa.table({"s": struct_arr, "l": lists}))
     check_table(pa.table({"s": struct_arr, "l": lists}).slice(1))
+
+
+def test_varints_read_a_slice_of_rows_at_a_time_decode_alike(monkeypatch):
+    """Varints of more than one byte are read VARINT_ROWS rows at a time (bounding the windows' memory); with a
+    slice of 3 rows, numbers of every width, string lengths and a varint at the buffer's very end decode as
+    fastavro decodes them."""
+    from hoodie_stream.format import avro_decoder
+
+    monkeypatch.setattr(avro_decoder, "VARINT_ROWS", 3)
+    rng = np.random.default_rng(5)
+    n = 40
+    widths = rng.integers(0, 63, n)
+    table = pa.table(
+        {
+            "s": pa.array(["x" * int(w) * 3 for w in widths]),
+            "l": pa.array([int(v) for v in (rng.integers(-(2**62), 2**62, n) >> widths)], pa.int64()),
+            "i": pa.array([None if w % 5 == 0 else int(w) * 1000 - 20000 for w in widths], pa.int32()),
+            "last": pa.array([-(2**63) if w % 2 else 2**63 - 1 for w in widths], pa.int64()),
+        }
+    )
+    check_table(table)

@@ -87,7 +87,7 @@ def v8_metadata_files():
     blocks = {}
     for partition, data in logs.items():
         block, _ = decode_block_at(data, 0)
-        assert block.block_type == BlockType.HFILE_DATA and block.content.startswith(b"DATABLK*")
+        assert block.block_type == BlockType.HFILE_DATA and bytes(block.content[:8]) == b"DATABLK*"
         blocks[partition] = block
     assert base.startswith(b"DATABLK*")
     return base, blocks

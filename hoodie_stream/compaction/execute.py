@@ -5,7 +5,7 @@ sequence number, key, partition path); `_hoodie_file_name` becomes the new file'
 by `compaction.max_memory`, as Hudi bounds its merge by the log records it holds: the base file streams through a
 batch at a time (its rows no log touches written as they come, a few batches in the writer at most), and a slice
 whose log records (with the base rows they touch) would not fit is merged in key ranges, one range at a time (each
-range re-reads the files and keeps only its keys), written as successive row groups of one file. A slice merged in
+range re-reads the files and decodes only its own log records past their keys), written as successive row groups of one file. A slice merged in
 one pass reads its log files' keys first, writes the base rows no log touches while the log records are decoded,
 merges the rest, and starts the new file's bloom filter from the replaced file's.
 """
@@ -99,13 +99,12 @@ def _counted_blocks(blocks, counts, cancelled):
     ]
 
 
-def _log_versions(read, log_paths, counts, cancelled, ordering, ordering_type, key_filter):
-    """Record versions of the log files, one file in memory at a time (unless `read` holds them), filtered to a key
-    range (key_filter None: all)."""
+def _log_versions(read, log_paths, counts, cancelled, ordering, ordering_type, select):
+    """Record versions of the log files, one file in memory at a time (unless `read` holds them), of the records
+    whose keys `select` keeps (a mask of a key array; None: all): the others are never decoded past their key."""
     for path in log_paths:
         for block in _counted_blocks(read(path), counts, cancelled):
-            for v in block_versions([block], ordering, ordering_type, path):
-                yield v if key_filter is None else Version(key_filter(v.table), v.is_delete)
+            yield from block_versions([block], ordering, ordering_type, path, select)
 
 
 def _stream_base(storage, path, key_filter, log_keys, schema, write_untouched):
@@ -130,16 +129,16 @@ def _stream_base(storage, path, key_filter, log_keys, schema, write_untouched):
     return Version(pa.concat_tables(touched_parts) if touched_parts else empty)
 
 
-def _key_sample(storage, base_path, read, log_paths, counts, cancelled, ordering, ordering_type):
-    """Sorted unique record keys of the slice (the key column only)."""
+def _key_sample(storage, base_path, read, log_paths, counts, cancelled):
+    """Sorted unique record keys of the slice (the key column only; a log record decoded up to its key)."""
     keys = []
     if base_path:
         keys.append(read_base_file(storage, base_path, columns=[KEY])[KEY].combine_chunks())
-    for v in _log_versions(read, log_paths, counts, cancelled, ordering, ordering_type, lambda t: t.select([KEY])):
-        keys.append(v.table[KEY].combine_chunks())
+    for path in log_paths:
+        keys.extend(block_keys(_counted_blocks(read(path), counts, cancelled), path))
     if not keys:
         return pa.array([], pa.string())
-    return pc.unique(pa.chunked_array(keys).combine_chunks()).sort()
+    return pc.unique(pa.chunked_array(keys, pa.string()).combine_chunks()).sort()
 
 
 def _ranges(sample, k):
@@ -150,22 +149,26 @@ def _ranges(sample, k):
     return list(zip(bounds[:-1], bounds[1:]))
 
 
-def _range_filter(lo, hi):
-    """A function keeping the rows of a table whose key is in [lo, hi) (None: unbounded); None for everything."""
+def _range_mask(lo, hi):
+    """A function masking the keys of an array in [lo, hi) (None: unbounded); None for everything."""
     if lo is None and hi is None:
         return None
 
-    def keep(table):
-        keys = table[KEY]
-        mask = None
+    def mask(keys):
+        inside = None
         if lo is not None:
-            mask = pc.greater_equal(keys, lo)
+            inside = pc.greater_equal(keys, lo)
         if hi is not None:
             upper = pc.less(keys, hi)
-            mask = upper if mask is None else pc.and_(mask, upper)
-        return table.filter(mask)
+            inside = upper if inside is None else pc.and_(inside, upper)
+        return inside
 
-    return keep
+    return mask
+
+
+def _range_filter(mask):
+    """A function keeping the rows of a table whose key `mask` keeps; None for everything."""
+    return None if mask is None else (lambda table: table.filter(mask(table[KEY])))
 
 
 # a filter taken over holds the keys its files lost to deletes too: past this many keys per record of the file it
@@ -239,9 +242,7 @@ def compact_operation(
     read = _log_reader(storage, hold=k == 1)
     cancelled = _rolled_back_targets(read, log_paths, counts)
     ranges = (
-        _ranges(_key_sample(storage, base_path, read, log_paths, counts, cancelled, ordering, ordering_type), k)
-        if k > 1
-        else [(None, None)]
+        _ranges(_key_sample(storage, base_path, read, log_paths, counts, cancelled), k) if k > 1 else [(None, None)]
     )
     name = base_file_name(file_id, token, instant)
     rel = join(partition, name)
@@ -297,12 +298,13 @@ def compact_operation(
                     del merged
             else:
                 for lo, hi in ranges:
-                    keep = _range_filter(lo, hi)
-                    versions = list(_log_versions(read, log_paths, counts, cancelled, ordering, ordering_type, keep))
+                    select = _range_mask(lo, hi)
+                    versions = list(_log_versions(read, log_paths, counts, cancelled, ordering, ordering_type, select))
                     log_records += sum(v.table.num_rows for v in versions)
                     if base_path:  # the range's base rows stream through as in one pass
                         in_logs = [c for v in versions for c in v.table[KEY].cast(pa.string()).chunks]
                         log_keys = pc.unique(pa.chunked_array(in_logs, pa.string()).combine_chunks())
+                        keep = _range_filter(select)
                         versions.insert(0, _stream_base(storage, base_path, keep, log_keys, schema, write))
                         del in_logs, log_keys
                     for merged in merge_pieces(versions, schema, mode, ordering):

@@ -77,10 +77,9 @@ def decode_field(buffer, starts, ends, avro_schema, name):
             raise NotVectorizable("field")
         reader = _Reader(buffer, int(np.max(ends)) if len(starts) else 0)
         pos = starts.copy()
-        column = None
-        for f in upto:
-            column = reader.decode(f["type"], pos, None)
-        return column
+        for f in upto[:-1]:
+            reader.skip(f["type"], pos)
+        return reader.decode(upto[-1]["type"], pos, None)
     except NotVectorizable:
         field = upto[-1]
         parsed = fastavro.parse_schema(schema)
@@ -92,13 +91,16 @@ def decode_field(buffer, starts, ends, avro_schema, name):
         return pa.array(values, avro_field_to_arrow(name, field["type"]).type)
 
 
+# varints of more than one byte are read this many at a time (a window of 10 bytes each, its index 8 bytes a byte)
+VARINT_ROWS = 65_536
+
+
 class _Reader:
     """Avro values read at many positions of one buffer of records at once."""
 
     def __init__(self, buffer, limit):
-        raw = bytes(buffer)
-        self.limit = min(limit, len(raw))
-        self.buf = np.frombuffer(raw + b"\0" * 16, np.uint8)
+        self.buf = np.frombuffer(buffer, np.uint8)  # no copy: a log block's content can be hundreds of MB
+        self.limit = min(limit, len(self.buf))
         self.arrow_buf = pa.py_buffer(self.buf)
 
     def check(self, end):
@@ -112,20 +114,68 @@ class _Reader:
             raise HoodieFormatError("Avro record data holds a negative string or bytes length")
 
     def read_long(self, p):
-        """(zigzag-decoded values, byte counts) of the varints at positions p."""
-        first = self.buf[p]
-        if not (first & 0x80).any():
-            u = first.astype(np.int64)
-            return (u >> 1) ^ -(u & 1), np.ones(len(p), np.int64)
-        win = self.buf[p[:, None] + np.arange(10)]
+        """(zigzag-decoded values, byte counts) of the varints at positions p (a varint running past the buffer
+        gets a byte count taking it past its end, for the caller's bounds check)."""
+        first = self._bytes_at(p)
+        u = first.astype(np.uint64)
+        nbytes = np.ones(len(p), np.int64)
+        longer = np.flatnonzero(first & 0x80)
+        for rows in np.array_split(longer, -(-len(longer) // VARINT_ROWS)) if len(longer) else ():
+            u[rows], nbytes[rows] = self._varints(p[rows])
+        v = (u >> np.uint64(1)).view(np.int64) ^ -(u & np.uint64(1)).view(np.int64)
+        return v, nbytes
+
+    def _bytes_at(self, p):
+        """The bytes at positions p; 0 past the buffer's end."""
+        inside = p < len(self.buf)
+        if inside.all():
+            return self.buf[p]
+        return np.where(inside, self.buf[np.where(inside, p, 0)], np.uint8(0))
+
+    def _varints(self, p):
+        """(unsigned values, byte counts) of varints of more than one byte at positions p."""
+        win = self._bytes_at(p[:, None] + np.arange(10))
         cont = win >= 0x80
         nbytes = np.argmin(cont, axis=1).astype(np.int64) + 1
         u = np.zeros(len(p), np.uint64)
         for k in range(int(nbytes.max())):
             part = (win[:, k] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
             u |= np.where(k < nbytes, part, np.uint64(0))
-        v = (u >> np.uint64(1)).view(np.int64) ^ -(u & np.uint64(1)).view(np.int64)
-        return v, nbytes
+        return u, nbytes
+
+    def skip(self, s, pos):
+        """Advance every position past a value of type `s`, building no Arrow array for a string, bytes, fixed,
+        number or a null union of one of them (others are decoded and dropped)."""
+        kind, logical = schema_kind(s)
+        if kind == "union":
+            nullable, branches = split_union(s)
+            if len(branches) != 1:
+                raise NotVectorizable("union")
+            branch, nb = self.read_long(pos)
+            pos += nb
+            value_b = s.index(branches[0])
+            if not ((branch == value_b) | (branch == (s.index("null") if nullable else -1))).all():
+                raise HoodieFormatError(f"Avro union {s}: branch index out of range")
+            rows = np.flatnonzero(branch == value_b)
+            sub = pos[rows]
+            self.skip(branches[0], sub)
+            pos[rows] = sub
+        elif kind == "null":
+            pass
+        elif kind in ("int", "long", "enum"):
+            pos += self.read_long(pos)[1]
+        elif kind in ("float", "double", "boolean"):
+            pos += {"float": 4, "double": 8, "boolean": 1}[kind]
+        elif kind in ("string", "bytes"):
+            length, nb = self.read_long(pos)
+            self.check_lengths(length)
+            pos += nb + length
+        elif kind == "fixed":
+            pos += s["size"]
+        else:
+            self.decode(s, pos, None)
+            return
+        self.check(pos)
 
     def decode(self, s, pos, sel):
         """Arrow array (len(pos)) of type `s` at each position; advances pos for the rows in sel (None = all)."""

@@ -50,7 +50,7 @@ class LogBlock:
 
     block_type: BlockType
     header: dict
-    content: bytes
+    content: bytes | memoryview  # read from a file: a view of its bytes
     footer: dict = field(default_factory=dict)
     offset: int = -1
     size: int = 0
@@ -176,7 +176,7 @@ def decode_block_at(buf, pos):
     p += 8
     if content_length < 0 or p + content_length > end - 8:
         raise HoodieFormatError(f"log block at offset {pos}: content length {content_length} runs past the block end")
-    content = bytes(buf[p : p + content_length])
+    content = buf[p : p + content_length]  # a view: the file's bytes are not copied (a block can be 100s of MB)
     footer, p = _decode_map(buf, p + content_length, end - 8)
     (total,) = struct.unpack_from(">q", buf, end - 8)
     if p != end - 8 or total != block_size + len(MAGIC):
