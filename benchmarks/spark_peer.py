@@ -12,9 +12,9 @@ requests; it answers each with its own wall times. Systems:
 
 Requests are JSON lines on stdin; each answer is one line on stdout starting with ANSWER (the JVM may print others):
 
-  {"op": "load", "input": DIR, "path": P, "options": {...}, "codec": C}
-      the Parquet files of DIR written as a new table (Hudi: bulk_insert; its codec is an option; Delta: codec C)
-      -> {"seconds": s}
+  {"op": "load", "input": DIR, "path": P, "options": {...}, "codec": C, "partition_by": [COLUMN...]}
+      the Parquet files of DIR written as a new table (Hudi: bulk_insert, its codec and partitioning are options;
+      Delta: codec C, partitioned by the columns of `partition_by`, none if absent) -> {"seconds": s}
   {"op": "start_stream", "path": P, "watch": W, "checkpoint": C, "schema_from": DIR, "options": {...}}
       a streaming query reading the Parquet batch directories moved into W (`W/*`, rows of DIR's schema) into the
       system's sink, with the default trigger -> {}
@@ -27,7 +27,8 @@ Requests are JSON lines on stdin; each answer is one line on stdout starting wit
   {"op": "count", "path": P}
       the table's rows through the system's own reader (not timed) -> {"rows": n}
   {"op": "compactions", "path": P}
-      Hudi: the table's completed and pending compactions (its timeline) -> {"completed": n, "pending": n}
+      Hudi: the table's completed and pending compactions (its timeline; for the stream's table, the completed
+      ones seen after any batch count too: Hudi archives old instants as it goes) -> {"completed": n, "pending": n}
 
 Hudi's sink calls System.exit after a micro-batch failed its retries: that ends this process, and the benchmark
 reports the peer's failure instead of hanging.
@@ -140,7 +141,9 @@ class Peer:
         self.spark = spark
         self.query = None
         self.watch = None
+        self.path = None  # the stream's table
         self.batches = 0
+        self.compacted: set[str] = set()  # compaction instants seen completed in the stream's table
 
     def load(self, req):
         if "codec" in req:  # Delta writes Spark's Parquet codec
@@ -151,11 +154,13 @@ class Peer:
             options = {**req.get("options", {}), "hoodie.datasource.write.operation": "bulk_insert"}
             df.write.format("hudi").options(**options).mode("overwrite").save(req["path"])
         else:
-            df.write.format("delta").options(**req.get("options", {})).mode("overwrite").save(req["path"])
+            partition_by = req.get("partition_by", [])
+            writer = df.write.format("delta").options(**req.get("options", {})).partitionBy(*partition_by)
+            writer.mode("overwrite").save(req["path"])
         return {"seconds": time.perf_counter() - start}
 
     def start_stream(self, req):
-        self.watch, self.batches = req["watch"], 0
+        self.watch, self.path, self.batches, self.compacted = req["watch"], req["path"], 0, set()
         os.makedirs(self.watch, exist_ok=True)
         os.makedirs(self.watch + ".staging", exist_ok=True)
         schema = self.spark.read.parquet(req["schema_from"]).schema
@@ -194,6 +199,8 @@ class Peer:
                 break
             time.sleep(0.01)
         seconds = time.perf_counter() - start
+        if self.system == "hudi":
+            self.compacted |= compaction_instants(self.path)[0]
         return {
             "seconds": seconds,
             "progress": {
@@ -214,12 +221,19 @@ class Peer:
         return {"rows": self.spark.read.format(self.system).load(req["path"]).count()}
 
     def compactions(self, req):
-        timeline = os.path.join(req["path"], ".hoodie")
-        names = os.listdir(timeline)
-        completed = [n for n in names if n.endswith(".commit")]
-        pending = [n for n in names if n.endswith(".compaction.requested") or n.endswith(".compaction.inflight")]
-        done = {n.split(".")[0] for n in completed}
-        return {"completed": len(completed), "pending": len({n.split(".")[0] for n in pending} - done)}
+        completed, pending = compaction_instants(req["path"])
+        if req["path"] == self.path:
+            completed |= self.compacted
+        return {"completed": len(completed), "pending": len(pending)}
+
+
+def compaction_instants(path):
+    """The instant times of the completed and of the pending compactions in the active timeline of the Hudi table
+    at `path` (on a MERGE_ON_READ table a `commit` is a compaction's)."""
+    names = os.listdir(os.path.join(path, ".hoodie"))
+    completed = {n.split(".")[0] for n in names if n.endswith(".commit")}
+    pending = {n.split(".")[0] for n in names if n.endswith((".compaction.requested", ".compaction.inflight"))}
+    return completed, pending - completed
 
 
 def main(system, driver_memory, *jars):

@@ -756,22 +756,63 @@ PEERS = {  # system -> (benchmarks/spark_peer.py's system, its name)
 }
 
 
-def hudi_options(system, buckets):
-    """Hudi's write options for the bench table (MERGE_ON_READ, upsert, non-partitioned, keyed by id, ordered by
-    ts; `_hoodie_is_deleted` rows delete) and the system's index."""
+def hudi_options(system, buckets, partition_field=""):
+    """Hudi's write options for the bench table (MERGE_ON_READ, upsert, keyed by id, ordered by ts;
+    `_hoodie_is_deleted` rows delete), non-partitioned or partitioned by the values of `partition_field`, and the
+    system's index (BUCKET: `buckets` per partition)."""
+    keygen = "SimpleKeyGenerator" if partition_field else "NonpartitionedKeyGenerator"
     options = {
         "hoodie.table.name": "bench",
         "hoodie.datasource.write.table.type": "MERGE_ON_READ",
         "hoodie.datasource.write.operation": "upsert",
         "hoodie.datasource.write.recordkey.field": "id",
         "hoodie.datasource.write.precombine.field": "ts",
-        "hoodie.datasource.write.partitionpath.field": "",
-        "hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.NonpartitionedKeyGenerator",
+        "hoodie.datasource.write.partitionpath.field": partition_field,
+        "hoodie.datasource.write.keygenerator.class": f"org.apache.hudi.keygen.{keygen}",
         **HUDI_SYSTEMS[system],
     }
     if system == "hudi_bucket":
         options["hoodie.bucket.index.num.buckets"] = str(buckets)
     return options
+
+
+@contextlib.contextmanager
+def peer_stream(system, work, driver_memory, buckets, codec, schema_from, load=None, partition_field=""):
+    """A peer's process (benchmarks/spark_peer.py) with its streaming query started on its table at
+    `work/peer-<system>` (Hudi's options from `hudi_options`, every base file in `codec`); yields (the peer, the
+    table's path, the load's seconds). With `load` (a directory of Parquet rows), the rows are first written as the
+    table by the peer's own load (Hudi: bulk_insert; delta-spark: a plain write), partitioned by `partition_field`
+    when given. The query is stopped and the process closed after."""
+    from spark_peer import SparkPeer
+
+    peer_system = PEERS[system][0]
+    path = os.path.join(work, f"peer-{system}")
+    if peer_system == "hudi":
+        options = {**hudi_options(system, buckets, partition_field), "hoodie.parquet.compression.codec": codec}
+    else:
+        options = {}
+    peer = SparkPeer(peer_system, driver_memory)
+    try:
+        loaded = None
+        if load is not None:
+            partition_by = [partition_field] if partition_field and peer_system != "hudi" else []
+            answer = peer.request(
+                "load", input=load, path=path, options=options, codec=codec, partition_by=partition_by
+            )
+            loaded = answer["seconds"]
+        peer.request(
+            "start_stream",
+            path=path,
+            watch=os.path.join(work, f"peer-{system}-watch"),
+            checkpoint=os.path.join(work, f"peer-{system}-chk"),
+            schema_from=schema_from,
+            options=options,
+            codec=codec,
+        )
+        yield peer, path, loaded
+        peer.request("stop_stream")
+    finally:
+        peer.close()
 
 
 def replay_with_peer(system, results, history, work, batch_rows, trigger, driver_memory, buckets, codec, expected=None):
@@ -781,22 +822,9 @@ def replay_with_peer(system, results, history, work, batch_rows, trigger, driver
     every 10 ms: beside the others it would slow them): each batch directory moved into the directory the query
     reads, timed until the peer committed it. With `expected`, the peer's table is counted by its own reader at the
     end (not timed)."""
-    from spark_peer import SparkPeer
-
-    peer_system, name = PEERS[system]
-    path, label = os.path.join(work, f"peer-{system}"), f"{system} ({name})"
+    label = f"{system} ({PEERS[system][1]})"
     print(f"\n== {label}: the same {len(history)} batches, measured batches started every {trigger:g}s ==")
-    peer = SparkPeer(peer_system, driver_memory)
-    try:
-        peer.request(
-            "start_stream",
-            path=path,
-            watch=os.path.join(work, f"peer-{system}-watch"),
-            checkpoint=os.path.join(work, f"peer-{system}-chk"),
-            schema_from=history[0][1],
-            options=hudi_options(system, buckets) if peer_system == "hudi" else {},
-            codec=codec,
-        )
+    with peer_stream(system, work, driver_memory, buckets, codec, history[0][1]) as (peer, path, _loaded):
         current = None
         next_start = time.monotonic()
         for size, d, measured, mix in history:
@@ -817,12 +845,9 @@ def replay_with_peer(system, results, history, work, batch_rows, trigger, driver
             print(
                 f"  verify: {system} table has {n:,} rows, expected {expected:,}: {'ok' if n == expected else 'WRONG'}"
             )
-        if peer_system == "hudi":
+        if PEERS[system][0] == "hudi":
             c = peer.request("compactions", path=path)
             print(f"  compactions completed while {system} ran: {c['completed']}; pending at the end: {c['pending']}")
-        peer.request("stop_stream")
-    finally:
-        peer.close()
 
 
 def verify(hudi_path, delta_path, expected):
