@@ -3,6 +3,8 @@
 whose bloom filter answers "maybe" for every key it holds and, when the replaced file's filter was taken over, for
 every key that file's filter held."""
 
+import tempfile
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -227,10 +229,11 @@ def test_a_base_file_larger_than_the_memory_streams_through_in_one_pass(tmp_path
 
 
 def test_a_log_only_slice_merged_in_key_ranges_decodes_each_log_record_once(tmp_path, monkeypatch):
-    """A slice whose log records exceed `compaction.max_memory` is merged in key ranges; each range decodes its own
-    records of a block past their keys, not the whole block to filter it: every log record is decoded once in all,
-    whatever the number of ranges. The table read by hudi-rs is the same before and after."""
-    from hoodie_stream.format import log_scanner
+    """A slice whose log records exceed `compaction.max_memory` is merged in key ranges: its log records are decoded
+    in one pass and spilled to local disk split by range, not decoded again for each range: every log record is
+    decoded once in all, whatever the number of ranges, and the spill is gone afterwards. The table read by hudi-rs
+    is the same before and after."""
+    from hoodie_stream.compaction import execute
 
     path = str(tmp_path / "t")
     n = 6_000
@@ -248,10 +251,14 @@ def test_a_log_only_slice_merged_in_key_ranges_decodes_each_log_record_once(tmp_
     txn.commit()
     before = rs_read(path)
 
+    monkeypatch.setattr(execute, "SPILL_ROWS", 1_000)  # blocks decoded a chunk at a time
+    spill_root = tmp_path / "spill"
+    spill_root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spill_root))
     decoded = []
-    real = log_scanner.decode_records
+    real = execute.decode_records
     monkeypatch.setattr(
-        log_scanner,
+        execute,
         "decode_records",
         lambda buf, starts, *a, **k: decoded.append(len(starts)) or real(buf, starts, *a, **k),
     )
@@ -265,6 +272,8 @@ def test_a_log_only_slice_merged_in_key_ranges_decodes_each_log_record_once(tmp_
 
     assert ranges > 4
     assert sum(decoded) == n + n // 10, (ranges, decoded)
+    assert max(decoded) == 1_000
+    assert list(spill_root.iterdir()) == []
     assert new.num_writes == n - deleted.sum()
     same = [c for c in before.column_names if c != "_hoodie_file_name"]
     assert_same_rows(rs_read(path), before, same, context="hudi-rs before vs after compaction in key ranges")

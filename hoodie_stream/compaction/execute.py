@@ -4,17 +4,22 @@ The merge follows the reader's rules (vectorized, `format.merge`). Records keep 
 sequence number, key, partition path); `_hoodie_file_name` becomes the new file's name. Memory per task is bounded
 by `compaction.max_memory`, as Hudi bounds its merge by the log records it holds: the base file streams through a
 batch at a time (its rows no log touches written as they come, a few batches in the writer at most), and a slice
-whose log records (with the base rows they touch) would not fit is merged in key ranges, one range at a time (each
-range re-reads the files and decodes only its own log records past their keys), written as successive row groups of one file. A slice merged in
-one pass reads its log files' keys first, writes the base rows no log touches while the log records are decoded,
-merges the rest, and starts the new file's bloom filter from the replaced file's.
+whose log records (with the base rows they touch) would not fit is merged in key ranges: its log records are
+decoded once, a chunk at a time, and spilled to local disk split by range (Arrow IPC files in the temporary
+directory, as Hudi spills the records past its memory), then each range's records are merged with the base rows of
+the range, written as successive row groups of one file. A slice merged in one pass reads its log files' keys first,
+writes the base rows no log touches while the log records are decoded, merges the rest, and starts the new file's
+bloom filter from the replaced file's.
 """
 
+import contextlib
 import json
 import math
 import os
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 
@@ -26,6 +31,7 @@ import pyarrow.compute as pc
 
 from ..chain import worker_memory
 from ..errors import HoodieFormatError, in_task
+from ..format.avro_decoder import decode_records
 from ..format.avro_schema import with_meta_fields
 from ..format.base_file import (
     BLOOM_FILTER_KEY,
@@ -37,6 +43,7 @@ from ..format.base_file import (
 )
 from ..format.bloom_filter import TYPE_CODE, BloomFilter
 from ..format.commit_metadata import WriteStat
+from ..format.data_block import avro_record_bounds
 from ..format.file_names import base_file_name, parse_log_file_name, write_token
 from ..format.log_block import ROLLBACK_COMMAND, BlockType, HeaderKey
 from ..format.log_reader import read_log_file
@@ -56,6 +63,8 @@ LOG_EXPANSION = 2.0
 # each), and this many chunks may wait for it: the writer encodes one while the next batch is read and split
 BASE_CHUNK_ROWS = 131_072
 BASE_CHUNKS_IN_FLIGHT = 2
+# a slice merged in key ranges decodes its log blocks this many records at a time, spilling each range's share
+SPILL_ROWS = 131_072
 
 
 def _log_reader(storage, hold):
@@ -99,12 +108,64 @@ def _counted_blocks(blocks, counts, cancelled):
     ]
 
 
-def _log_versions(read, log_paths, counts, cancelled, ordering, ordering_type, select):
-    """Record versions of the log files, one file in memory at a time (unless `read` holds them), of the records
-    whose keys `select` keeps (a mask of a key array; None: all): the others are never decoded past their key."""
+def _block_chunks(block, ordering, ordering_type, path):
+    """The record versions of a data or delete block; an AVRO_DATA block's decoded SPILL_ROWS records at a time."""
+    if block.block_type != BlockType.AVRO_DATA:
+        yield from block_versions([block], ordering, ordering_type, path)
+        return
+    writer_schema = json.loads(block.header[HeaderKey.SCHEMA])
+    starts, ends = avro_record_bounds(block.content)
+    for i in range(0, len(starts), SPILL_ROWS):
+        yield Version(
+            decode_records(block.content, starts[i : i + SPILL_ROWS], writer_schema, ends=ends[i : i + SPILL_ROWS])
+        )
+
+
+def _spill_ranges(read, log_paths, counts, cancelled, ordering, ordering_type, cuts, directory):
+    """One pass over the log files: each block's records, decoded a chunk at a time, split by key range (range r
+    holds the keys k with cuts[r-1] <= k < cuts[r]) into an Arrow IPC file per block and range under `directory`
+    (Hudi spills the log records past its memory to local disk too). Returns each range's pieces in log order:
+    [(file, is_delete)]."""
+    import pyarrow.ipc as ipc
+
+    pieces: list[list[tuple[str, bool]]] = [[] for _ in range(len(cuts) + 1)]
+    cut_values = [pa.scalar(c, pa.string()) for c in cuts]
     for path in log_paths:
-        for block in _counted_blocks(read(path), counts, cancelled):
-            yield from block_versions([block], ordering, ordering_type, path, select)
+        for b, block in enumerate(_counted_blocks(read(path), counts, cancelled)):
+            writers = None
+            for version in _block_chunks(block, ordering, ordering_type, path):
+                table = version.table
+                keys = table[KEY].cast(pa.string())
+                ids = np.zeros(table.num_rows, np.int64)
+                for cut in cut_values:
+                    ids += np.asarray(pc.greater_equal(keys, cut), dtype=bool)
+                order = np.argsort(ids, kind="stable")
+                table = table.take(pa.array(order))
+                bounds = np.searchsorted(ids[order], np.arange(len(cuts) + 2))
+                if writers is None:
+                    writers = []
+                    for r in range(len(cuts) + 1):
+                        name = os.path.join(directory, f"{len(pieces[r])}-{r}-{b}.arrow")
+                        writers.append(ipc.new_file(name, table.schema))
+                        pieces[r].append((name, version.is_delete))
+                for r, writer in enumerate(writers):
+                    writer.write_table(table.slice(bounds[r], bounds[r + 1] - bounds[r]))
+                del table, keys, ids, order
+            for writer in writers or ():
+                writer.close()
+    return pieces
+
+
+def _spilled_versions(pieces):
+    """The Versions of one range's spilled pieces, memory-mapped (the files are deleted as they are read)."""
+    import pyarrow.ipc as ipc
+
+    versions = []
+    for name, is_delete in pieces:
+        with pa.memory_map(name) as source:
+            versions.append(Version(ipc.open_file(source).read_all(), is_delete))
+        os.remove(name)
+    return versions
 
 
 def _stream_base(storage, path, key_filter, log_keys, schema, write_untouched):
@@ -273,7 +334,8 @@ def compact_operation(
             rows += merged.num_rows
 
     try:
-        with ThreadPoolExecutor(1, thread_name_prefix="hoodie-compaction-base") as reading:
+        with contextlib.ExitStack() as stack:
+            reading = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="hoodie-compaction-base"))
             if n_ranges == 1 and base_path:
                 # the log files' keys first (only the columns before the key are decoded); then the base file
                 # streams through a batch at a time, its rows no log touches going to the writer while the log
@@ -297,9 +359,16 @@ def compact_operation(
                     write(merged, (lambda keys: _lacking(keys, base_keys)) if seeded else None)
                     del merged
             else:
-                for lo, hi in ranges:
+                if n_ranges > 1:  # the log records split by key range in one pass, spilled to local disk
+                    spill = stack.enter_context(tempfile.TemporaryDirectory(prefix="hoodie-compaction-"))
+                    cuts = [hi for _lo, hi in ranges[:-1]]
+                    pieces = _spill_ranges(read, log_paths, counts, cancelled, ordering, ordering_type, cuts, spill)
+                    per_range: Iterator[list[Version]] = map(_spilled_versions, pieces)
+                else:
+                    blocks = [(p, _counted_blocks(read(p), counts, cancelled)) for p in log_paths]
+                    per_range = iter([[v for p, bs in blocks for v in block_versions(bs, ordering, ordering_type, p)]])
+                for (lo, hi), versions in zip(ranges, per_range):
                     select = _range_mask(lo, hi)
-                    versions = list(_log_versions(read, log_paths, counts, cancelled, ordering, ordering_type, select))
                     log_records += sum(v.table.num_rows for v in versions)
                     if base_path:  # the range's base rows stream through as in one pass
                         in_logs = [c for v in versions for c in v.table[KEY].cast(pa.string()).chunks]

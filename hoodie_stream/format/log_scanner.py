@@ -7,7 +7,6 @@ are skipped. Data blocks become Arrow tables, delete blocks become delete versio
 
 import json
 
-import numpy as np
 import pyarrow as pa
 
 from ..errors import HoodieFormatError
@@ -38,33 +37,24 @@ def valid_blocks(storage, log_paths, counts):
     return kept
 
 
-def block_versions(blocks, ordering_field=None, ordering_type=None, path="", select=None):
-    """Turn data and delete blocks into merge Versions, in order. `select(keys)`: a boolean mask of the records to
-    keep, given their keys (None: all); an AVRO_DATA block then decodes its keys first and the kept records only."""
+def block_versions(blocks, ordering_field=None, ordering_type=None, path=""):
+    """Turn data and delete blocks into merge Versions, in order."""
     versions = []
     for block in blocks:
         if block.block_type == BlockType.AVRO_DATA:
             writer_schema = json.loads(block.header[HeaderKey.SCHEMA])
             starts, ends = avro_record_bounds(block.content)
-            if select is not None:
-                keys = decode_field(block.content, starts, ends, writer_schema, KEY).cast(pa.string())
-                kept = np.flatnonzero(np.asarray(select(keys), dtype=bool))
-                starts, ends = starts[kept], ends[kept]
             versions.append(Version(decode_records(block.content, starts, writer_schema, ends=ends)))
-            continue
-        if block.block_type == BlockType.PARQUET_DATA:
-            version = Version(read_parquet_content(block.content))
+        elif block.block_type == BlockType.PARQUET_DATA:
+            versions.append(Version(read_parquet_content(block.content)))
         elif block.block_type == BlockType.DELETE:
             entries = parse_delete_content(block.content, with_wrapper=True)
             keys = [e[0] for e in entries]
             partitions = [e[1] for e in entries]
             values = [_natural(e[2]) for e in entries]
-            version = delete_version(keys, partitions, values, ordering_field, ordering_type)
+            versions.append(delete_version(keys, partitions, values, ordering_field, ordering_type))
         else:
             raise HoodieFormatError(f"{path}: log block type {block.block_type!r} cannot be read here")
-        if select is not None:
-            version = Version(version.table.filter(select(version.table[KEY].cast(pa.string()))), version.is_delete)
-        versions.append(version)
     return versions
 
 
