@@ -16,7 +16,6 @@ import contextlib
 import json
 import math
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -54,6 +53,7 @@ from ..format.reader import HoodieTable
 from ..format.string_buffers import constant_strings
 from ..format.timeline import CommittedInstants
 from ..storage import Storage, join, storage_for
+from ..storage.spill import Spill
 from .operation import CompactionOperation
 
 FILE_NAME = "_hoodie_file_name"
@@ -121,13 +121,10 @@ def _block_chunks(block, ordering, ordering_type, path):
         )
 
 
-def _spill_ranges(read, log_paths, counts, cancelled, ordering, ordering_type, cuts, directory):
+def _spill_ranges(read, log_paths, counts, cancelled, ordering, ordering_type, cuts, spill):
     """One pass over the log files: each block's records, decoded a chunk at a time, split by key range (range r
-    holds the keys k with cuts[r-1] <= k < cuts[r]) into an Arrow IPC file per block and range under `directory`
-    (Hudi spills the log records past its memory to local disk too). Returns each range's pieces in log order:
-    [(file, is_delete)]."""
-    import pyarrow.ipc as ipc
-
+    holds the keys k with cuts[r-1] <= k < cuts[r]) into a spill file per block and range (`storage.spill`).
+    Returns each range's pieces in log order: [(spill file, is_delete)]."""
     pieces: list[list[tuple[str, bool]]] = [[] for _ in range(len(cuts) + 1)]
     cut_values = [pa.scalar(c, pa.string()) for c in cuts]
     for path in log_paths:
@@ -145,8 +142,8 @@ def _spill_ranges(read, log_paths, counts, cancelled, ordering, ordering_type, c
                 if writers is None:
                     writers = []
                     for r in range(len(cuts) + 1):
-                        name = os.path.join(directory, f"{len(pieces[r])}-{r}-{b}.arrow")
-                        writers.append(ipc.new_file(name, table.schema))
+                        name = f"{len(pieces[r])}-{r}-{b}.arrow"
+                        writers.append(spill.writer(name, table.schema))
                         pieces[r].append((name, version.is_delete))
                 for r, writer in enumerate(writers):
                     writer.write_table(table.slice(bounds[r], bounds[r + 1] - bounds[r]))
@@ -154,18 +151,6 @@ def _spill_ranges(read, log_paths, counts, cancelled, ordering, ordering_type, c
             for writer in writers or ():
                 writer.close()
     return pieces
-
-
-def _spilled_versions(pieces):
-    """The Versions of one range's spilled pieces, memory-mapped (the files are deleted as they are read)."""
-    import pyarrow.ipc as ipc
-
-    versions = []
-    for name, is_delete in pieces:
-        with pa.memory_map(name) as source:
-            versions.append(Version(ipc.open_file(source).read_all(), is_delete))
-        os.remove(name)
-    return versions
 
 
 def _stream_base(storage, path, key_filter, log_keys, schema, write_untouched):
@@ -360,10 +345,13 @@ def compact_operation(
                     del merged
             else:
                 if n_ranges > 1:  # the log records split by key range in one pass, spilled to local disk
-                    spill = stack.enter_context(tempfile.TemporaryDirectory(prefix="hoodie-compaction-"))
+                    spill = stack.enter_context(Spill("hoodie-compaction-"))
                     cuts = [hi for _lo, hi in ranges[:-1]]
                     pieces = _spill_ranges(read, log_paths, counts, cancelled, ordering, ordering_type, cuts, spill)
-                    per_range: Iterator[list[Version]] = map(_spilled_versions, pieces)
+                    per_range: Iterator[list[Version]] = (
+                        [Version(spill.take(name), is_delete) for name, is_delete in range_pieces]
+                        for range_pieces in pieces
+                    )
                 else:
                     blocks = [(p, _counted_blocks(read(p), counts, cancelled)) for p in log_paths]
                     per_range = iter([[v for p, bs in blocks for v in block_versions(bs, ordering, ordering_type, p)]])
