@@ -234,6 +234,7 @@ def test_a_log_only_slice_merged_in_key_ranges_decodes_each_log_record_once(tmp_
     decoded once in all, whatever the number of ranges, and the spill is gone afterwards. The table read by hudi-rs
     is the same before and after."""
     from hoodie_stream.compaction import execute
+    from hoodie_stream.format import log_scanner
 
     path = str(tmp_path / "t")
     n = 6_000
@@ -256,9 +257,9 @@ def test_a_log_only_slice_merged_in_key_ranges_decodes_each_log_record_once(tmp_
     spill_root.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(spill_root))
     decoded = []
-    real = execute.decode_records
+    real = log_scanner.decode_records
     monkeypatch.setattr(
-        execute,
+        log_scanner,
         "decode_records",
         lambda buf, starts, *a, **k: decoded.append(len(starts)) or real(buf, starts, *a, **k),
     )

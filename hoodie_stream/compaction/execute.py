@@ -30,7 +30,6 @@ import pyarrow.compute as pc
 
 from ..chain import worker_memory
 from ..errors import HoodieFormatError, in_task
-from ..format.avro_decoder import decode_records
 from ..format.avro_schema import with_meta_fields
 from ..format.base_file import (
     BLOOM_FILTER_KEY,
@@ -42,11 +41,10 @@ from ..format.base_file import (
 )
 from ..format.bloom_filter import TYPE_CODE, BloomFilter
 from ..format.commit_metadata import WriteStat
-from ..format.data_block import avro_record_bounds
 from ..format.file_names import base_file_name, parse_log_file_name, write_token
 from ..format.log_block import ROLLBACK_COMMAND, BlockType, HeaderKey
 from ..format.log_reader import read_log_file
-from ..format.log_scanner import block_keys, block_versions
+from ..format.log_scanner import block_keys, block_versions, iter_block_versions
 from ..format.markers import create_marker
 from ..format.merge import KEY, Version, merge_mode, merge_pieces, split_base
 from ..format.reader import HoodieTable
@@ -108,19 +106,6 @@ def _counted_blocks(blocks, counts, cancelled):
     ]
 
 
-def _block_chunks(block, ordering, ordering_type, path):
-    """The record versions of a data or delete block; an AVRO_DATA block's decoded SPILL_ROWS records at a time."""
-    if block.block_type != BlockType.AVRO_DATA:
-        yield from block_versions([block], ordering, ordering_type, path)
-        return
-    writer_schema = json.loads(block.header[HeaderKey.SCHEMA])
-    starts, ends = avro_record_bounds(block.content)
-    for i in range(0, len(starts), SPILL_ROWS):
-        yield Version(
-            decode_records(block.content, starts[i : i + SPILL_ROWS], writer_schema, ends=ends[i : i + SPILL_ROWS])
-        )
-
-
 def _spill_ranges(read, log_paths, counts, cancelled, ordering, ordering_type, cuts, spill):
     """One pass over the log files: each block's records, decoded a chunk at a time, split by key range (range r
     holds the keys k with cuts[r-1] <= k < cuts[r]) into a spill file per block and range (`storage.spill`).
@@ -130,7 +115,7 @@ def _spill_ranges(read, log_paths, counts, cancelled, ordering, ordering_type, c
     for path in log_paths:
         for b, block in enumerate(_counted_blocks(read(path), counts, cancelled)):
             writers = None
-            for version in _block_chunks(block, ordering, ordering_type, path):
+            for version in iter_block_versions([block], ordering, ordering_type, path, SPILL_ROWS):
                 table = version.table
                 keys = table[KEY].cast(pa.string())
                 ids = np.zeros(table.num_rows, np.int64)
@@ -195,26 +180,22 @@ def _ranges(sample, k):
     return list(zip(bounds[:-1], bounds[1:]))
 
 
-def _range_mask(lo, hi):
-    """A function masking the keys of an array in [lo, hi) (None: unbounded); None for everything."""
+def _range_filter(lo, hi):
+    """A function keeping the rows of a table whose key is in [lo, hi) (None: unbounded); None for everything."""
     if lo is None and hi is None:
         return None
 
-    def mask(keys):
-        inside = None
+    def keep(table):
+        keys = table[KEY]
+        mask = None
         if lo is not None:
-            inside = pc.greater_equal(keys, lo)
+            mask = pc.greater_equal(keys, lo)
         if hi is not None:
             upper = pc.less(keys, hi)
-            inside = upper if inside is None else pc.and_(inside, upper)
-        return inside
+            mask = upper if mask is None else pc.and_(mask, upper)
+        return table.filter(mask)
 
-    return mask
-
-
-def _range_filter(mask):
-    """A function keeping the rows of a table whose key `mask` keeps; None for everything."""
-    return None if mask is None else (lambda table: table.filter(mask(table[KEY])))
+    return keep
 
 
 # a filter taken over holds the keys its files lost to deletes too: past this many keys per record of the file it
@@ -356,12 +337,11 @@ def compact_operation(
                     blocks = [(p, _counted_blocks(read(p), counts, cancelled)) for p in log_paths]
                     per_range = iter([[v for p, bs in blocks for v in block_versions(bs, ordering, ordering_type, p)]])
                 for (lo, hi), versions in zip(ranges, per_range):
-                    select = _range_mask(lo, hi)
                     log_records += sum(v.table.num_rows for v in versions)
                     if base_path:  # the range's base rows stream through as in one pass
                         in_logs = [c for v in versions for c in v.table[KEY].cast(pa.string()).chunks]
                         log_keys = pc.unique(pa.chunked_array(in_logs, pa.string()).combine_chunks())
-                        keep = _range_filter(select)
+                        keep = _range_filter(lo, hi)
                         versions.insert(0, _stream_base(storage, base_path, keep, log_keys, schema, write))
                         del in_logs, log_keys
                     for merged in merge_pieces(versions, schema, mode, ordering):

@@ -39,23 +39,30 @@ def valid_blocks(storage, log_paths, counts):
 
 def block_versions(blocks, ordering_field=None, ordering_type=None, path=""):
     """Turn data and delete blocks into merge Versions, in order."""
-    versions = []
+    return list(iter_block_versions(blocks, ordering_field, ordering_type, path))
+
+
+def iter_block_versions(blocks, ordering_field=None, ordering_type=None, path="", chunk_rows=None):
+    """block_versions, one Version at a time; with `chunk_rows`, an AVRO_DATA block decoded that many records at a
+    time (a Version each)."""
     for block in blocks:
         if block.block_type == BlockType.AVRO_DATA:
             writer_schema = json.loads(block.header[HeaderKey.SCHEMA])
             starts, ends = avro_record_bounds(block.content)
-            versions.append(Version(decode_records(block.content, starts, writer_schema, ends=ends)))
+            step = max(chunk_rows or len(starts), 1)
+            for i in range(0, max(len(starts), 1), step):  # an empty block is one empty Version
+                chunk = slice(i, i + step)
+                yield Version(decode_records(block.content, starts[chunk], writer_schema, ends=ends[chunk]))
         elif block.block_type == BlockType.PARQUET_DATA:
-            versions.append(Version(read_parquet_content(block.content)))
+            yield Version(read_parquet_content(block.content))
         elif block.block_type == BlockType.DELETE:
             entries = parse_delete_content(block.content, with_wrapper=True)
             keys = [e[0] for e in entries]
             partitions = [e[1] for e in entries]
             values = [_natural(e[2]) for e in entries]
-            versions.append(delete_version(keys, partitions, values, ordering_field, ordering_type))
+            yield delete_version(keys, partitions, values, ordering_field, ordering_type)
         else:
             raise HoodieFormatError(f"{path}: log block type {block.block_type!r} cannot be read here")
-    return versions
 
 
 def block_keys(blocks, path=""):
