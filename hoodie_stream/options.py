@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from .errors import HoodieConfigError
 from .format.base_file import PARQUET_CODECS
+from .format.cdc import logging_mode
 
 T = TypeVar("T")
 Parser = Callable[[str, str], Any]  # (key, text) -> value
@@ -398,6 +399,20 @@ class SinkOptions:
     )
     checkpoint_identifier: str = option(
         "hoodie.datasource.write.streaming.checkpoint.identifier", "default_single_writer", text
+    )
+    cdc_enabled: bool = option(
+        "hoodie.table.cdc.enabled",
+        "false",
+        boolean,
+        "a table created with it answers changelog (CDC) queries (set when the table is created)",
+        aliases=("cdc.enabled",),
+    )
+    cdc_logging_mode: str = option(
+        "hoodie.table.cdc.supplemental.logging.mode",
+        "DATA_BEFORE_AFTER",
+        lambda key, value: logging_mode(value, key),
+        "OP_KEY_ONLY, DATA_BEFORE or DATA_BEFORE_AFTER (set when the table is created)",
+        aliases=("cdc.supplemental.logging.mode",),
     )
     populate_meta_fields: bool = option(
         "hoodie.populate.meta.fields", "true", only(True, "the sink writes meta fields")

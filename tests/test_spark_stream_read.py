@@ -156,7 +156,7 @@ def test_sigkill_of_the_reading_query_then_restart(chained, tmp_path):
     silver, chk = str(tmp_path / "silver"), str(tmp_path / "chk")
 
     def start(run):
-        return start_child("spark_read_crash_child.py", [bronze, silver, chk], tmp_path / f"run-{run}.log")
+        return start_child("spark_read_crash_child.py", [bronze, silver, chk, "rows"], tmp_path / f"run-{run}.log")
 
     proc = start(1)
     deadline = time.monotonic() + 120

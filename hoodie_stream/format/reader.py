@@ -14,6 +14,7 @@ from ..storage import Storage, storage_for
 from .archived_timeline import ARCHIVE_FOLDER, ArchivedTimeline
 from .avro_schema import META_FIELDS, avro_to_arrow_schema
 from .base_file import read_base_file
+from .cdc import read_changes
 from .fs_view import FileSlice, FileSystemView
 from .instant import parse_instant_time
 from .keygen import KeyGenerator, make_key_generator
@@ -161,6 +162,23 @@ class HoodieTable:
         if not self.meta_fields:
             table = table.drop_columns([c for c in META_FIELDS if c in table.column_names])
         return _project(_filter(table, filters), columns)
+
+    def read_changes(
+        self, start: InstantArg | None = None, end: InstantArg | None = None, flat: bool = False
+    ) -> pa.Table:
+        """The changelog (Hudi's CDC query) of the data-changing commits in (start, end] of a table created with
+        hoodie.table.cdc.enabled=true: one row per inserted, updated or deleted record and commit, with `op`
+        (i, u, d), `ts_ms` (the commit's instant time), `before` and `after` (JSON text); with `flat`, `op`, `ts_ms`
+        and the row's own columns (the after image, the before image of a delete). `start` None reads from the first
+        commit, `end` None to the last completed one; both take Hudi's instant forms (see `read`). See
+        `hoodie_stream.format.cdc`."""
+        zone = self.config.timeline_timezone
+        start, end = (
+            None if t is None else parse_instant_time(t, name, zone, as_text=True)
+            for t, name in ((start, "start"), (end, "end"))
+        )
+        check_incremental_window(self.timeline, start, end)
+        return read_changes(self, start, end, flat)
 
     def read_file_groups(self, file_ids: AbstractSet[tuple[str, str]]) -> pa.Table:
         """The merged latest records of the file groups `{(partition path, file id)}`, meta columns first."""

@@ -34,12 +34,14 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ..errors import HoodieError, HoodieUsageError
+from ..errors import HoodieConfigError, HoodieError, HoodieUsageError
 from ..format.avro_schema import META_FIELDS
+from ..format.cdc import changes_schema, check_cdc_table
 from ..format.instant import parse_instant_time
 from ..format.reader import HoodieTable
 from ..format.time_travel import check_as_of, check_incremental, check_incremental_window
 from ..storage.options import S3A_PREFIX, s3a_settings
+from .change_splits import ChangeSplit, change_splits, read_change_split
 from .file_splits import FileSplit, plan_incremental, plan_snapshot, read_split, worker_table
 from .partition_pruning import PartitionPruner
 from .read_options import AS_OF_INSTANT, BEGIN_INSTANTTIME, END_INSTANTTIME, ReadOptions, parse_options, table_storage
@@ -82,6 +84,8 @@ class Query:
         )
         if query.as_of is not None:
             check_as_of(table.timeline, query.as_of, AS_OF_INSTANT)
+        if options.incremental_format == "cdc":
+            check_cdc_table(table)
         if options.query_type == "incremental":
             check_incremental(table)
             check_incremental_window(table.timeline, query.start, query.end, END_INSTANTTIME)
@@ -93,9 +97,12 @@ class Query:
         return self.end if self.options.query_type == "incremental" else self.as_of
 
 
-def table_arrow_schema(table: HoodieTable, as_of: str | None) -> pa.Schema:
-    """The Arrow schema HoodieTable.read returns: meta columns first, none for tables written without them."""
+def table_arrow_schema(table: HoodieTable, as_of: str | None, options: ReadOptions | None = None) -> pa.Schema:
+    """The Arrow schema HoodieTable.read returns: meta columns first, none for tables written without them; a
+    changelog query's (op, ts_ms, before, after)."""
     schema = table.arrow_schema(as_of)
+    if options is not None and options.incremental_format == "cdc":
+        return changes_schema(schema, options.cdc_flat)
     if table.meta_fields:
         return schema
     return pa.schema([f for f in schema if f.name not in META_FIELDS])
@@ -124,7 +131,7 @@ class HoodieDataSource(DataSource):
     def schema(self) -> StructType:
         options = self.read_options()  # unknown options fail here, when the DataFrame is made
         table = open_table(options)
-        return spark_schema(table_arrow_schema(table, Query.of(options, table).schema_instant))
+        return spark_schema(table_arrow_schema(table, Query.of(options, table).schema_instant, options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         options = self.read_options(streaming=False)
@@ -157,20 +164,33 @@ class HoodieBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         return self.plan()
 
-    def plan(self) -> list[FileSplit]:
+    def plan(self) -> Sequence[InputPartition]:
         """The input partitions: one per file slice (or run of base-file row groups) of the partitions kept."""
         options = self.query.options
         table = open_table(options)
         pruner = partition_pruner(table, self.merge_schema, self.filters)
+        if options.incremental_format == "cdc":
+            if options.begin is None:
+                raise HoodieConfigError(
+                    f"a changelog (cdc) query needs {BEGIN_INSTANTTIME} (the instant to read after)"
+                )
+            return change_splits(table, self.query.start, self.query.end)
         if options.query_type == "incremental":
+            if options.begin is None:
+                raise HoodieConfigError(f"an incremental query needs {BEGIN_INSTANTTIME} (the instant to read after)")
             return plan_incremental(table, self.query.start, self.query.end, pruner, options.max_split_bytes)
         read_optimized = options.query_type == "read_optimized"
         return plan_snapshot(table, self.query.as_of, read_optimized, pruner, options.max_split_bytes)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        options = self.query.options
+        if isinstance(partition, ChangeSplit):
+            yield from record_batches(
+                read_change_split(worker_table(options), partition, self.merge_schema, options.cdc_flat), self.schema
+            )
+            return
         if not isinstance(partition, FileSplit):  # Spark's placeholder when no split was planned
             return
-        options = self.query.options
         table = worker_table(options)
         yield from record_batches(read_split(table, partition, self.merge_schema), self.schema)
 

@@ -26,13 +26,26 @@ AS_OF_INSTANT = "as.of.instant"
 BEGIN_INSTANTTIME = "hoodie.datasource.read.begin.instanttime"
 END_INSTANTTIME = "hoodie.datasource.read.end.instanttime"
 MAX_SPLIT_BYTES = "hoodie.datasource.read.max.split.bytes"
+# incremental queries: the latest state of the records written (latest_state, the default) or the changelog (cdc)
+INCREMENTAL_FORMAT = "hoodie.datasource.query.incremental.format"
+INCREMENTAL_FORMATS = ("latest_state", "cdc")
+# hoodie-stream's own: the changelog as rows (op, ts_ms, then the row's typed columns) instead of Hudi's JSON images
+CDC_FLAT = "hoodie.stream.read.cdc.flat"
 # streaming reads
 START_OFFSET = "hoodie.datasource.streaming.startOffset"
 MAX_COMMITS = "hoodie.datasource.read.streaming.max.commits"
 MAX_FILES = "hoodie.datasource.read.streaming.max.files"
 
-BATCH_OPTIONS = (QUERY_TYPE, AS_OF_INSTANT, BEGIN_INSTANTTIME, END_INSTANTTIME, MAX_SPLIT_BYTES)
-STREAM_OPTIONS = (START_OFFSET, MAX_COMMITS, MAX_FILES, MAX_SPLIT_BYTES)
+BATCH_OPTIONS = (
+    QUERY_TYPE,
+    AS_OF_INSTANT,
+    BEGIN_INSTANTTIME,
+    END_INSTANTTIME,
+    MAX_SPLIT_BYTES,
+    INCREMENTAL_FORMAT,
+    CDC_FLAT,
+)
+STREAM_OPTIONS = (START_OFFSET, MAX_COMMITS, MAX_FILES, MAX_SPLIT_BYTES, QUERY_TYPE, INCREMENTAL_FORMAT, CDC_FLAT)
 DEFAULT_MAX_SPLIT_BYTES = 128 * 1024 * 1024  # as Spark's spark.sql.files.maxPartitionBytes
 _STORAGE_PREFIXES = ("aws_", "google_", "azure_")
 # Hudi's query type values, with the Java constants' spellings
@@ -50,6 +63,8 @@ class ReadOptions:
     begin: str | None = None
     end: str | None = None
     max_split_bytes: int = DEFAULT_MAX_SPLIT_BYTES
+    incremental_format: str = "latest_state"
+    cdc_flat: bool = False
     start_offset: str = "earliest"
     max_commits: int | None = None
     max_files: int | None = None
@@ -101,22 +116,39 @@ def parse_options(options: Mapping[str, str], streaming: bool | None = None) -> 
     query_type = _QUERY_TYPES.get(values.get(QUERY_TYPE, "snapshot").strip().lower())
     if query_type is None:
         raise HoodieConfigError(f"{QUERY_TYPE} must be one of {QUERY_TYPES}, got {values[QUERY_TYPE]!r}")
-    if query_type == "incremental":
+    if query_type == "incremental" and streaming is not True:
         if AS_OF_INSTANT in values:
             raise HoodieConfigError(
                 f"{AS_OF_INSTANT} applies to snapshot and read_optimized queries; use "
                 f"{BEGIN_INSTANTTIME} / {END_INSTANTTIME} for an incremental query"
             )
-        if BEGIN_INSTANTTIME not in values:
+        if BEGIN_INSTANTTIME not in values and streaming is False:
             raise HoodieConfigError(f"an incremental query needs {BEGIN_INSTANTTIME} (the instant to read after)")
     elif BEGIN_INSTANTTIME in values or END_INSTANTTIME in values:
         raise HoodieConfigError(
             f"{BEGIN_INSTANTTIME} / {END_INSTANTTIME} apply to incremental queries ({QUERY_TYPE}=incremental); use "
             f"{AS_OF_INSTANT} for time travel"
         )
+    incremental_format = values.get(INCREMENTAL_FORMAT, "latest_state").strip().lower()
+    if incremental_format not in INCREMENTAL_FORMATS:
+        raise HoodieConfigError(
+            f"{INCREMENTAL_FORMAT} must be one of {INCREMENTAL_FORMATS}, got {values[INCREMENTAL_FORMAT]!r}"
+        )
+    if incremental_format == "cdc" and query_type != "incremental":
+        raise HoodieConfigError(
+            f"{INCREMENTAL_FORMAT}=cdc (the changelog query) needs {QUERY_TYPE}=incremental, as in Hudi; "
+            f"got {QUERY_TYPE}={query_type}"
+        )
+    flat = values.get(CDC_FLAT, "false").strip().lower()
+    if flat not in ("true", "false"):
+        raise HoodieConfigError(f"{CDC_FLAT} must be true or false, got {values[CDC_FLAT]!r}")
+    if flat == "true" and incremental_format != "cdc":
+        raise HoodieConfigError(f"{CDC_FLAT} applies to changelog queries ({INCREMENTAL_FORMAT}=cdc)")
     return ReadOptions(
         path=str(path),
         query_type=query_type,
+        incremental_format=incremental_format,
+        cdc_flat=flat == "true",
         as_of=values.get(AS_OF_INSTANT),
         begin=values.get(BEGIN_INSTANTTIME),
         end=values.get(END_INSTANTTIME),

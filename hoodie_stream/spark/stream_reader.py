@@ -4,7 +4,9 @@ Offsets are completed instants (`{"instant": "20260101120000123"}`); the micro-b
 incremental query over (start, end] returns (`file_splits.plan_incremental`, as `HoodieTable.read(
 query_type="incremental", start=, end=)`): the latest version, as of `end`, of every record a commit in the window
 wrote. Deleted records are not returned (as in Hudi's incremental query): a key deleted in the window is simply
-absent from it.
+absent from it. With `hoodie.datasource.query.type=incremental` and `hoodie.datasource.query.incremental.format=cdc`
+(a table created with `hoodie.table.cdc.enabled=true`) the micro-batch is instead the changelog of the window
+(`format.cdc`, Hudi's CDC query): every insert, update and delete once, as `op`, `ts_ms`, `before`, `after`.
 
 - Only writer commits (delta commits, commits, replace commits) become offsets and count against the read limit.
   Compaction commits are not new data: their rows keep the commit time of the write that made them, so the
@@ -33,8 +35,10 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from ..errors import HoodieConfigError
+from ..format.cdc import check_cdc_table
 from ..format.instant import COMMIT_ACTIONS, parse_instant_time
 from ..format.reader import HoodieTable
+from .change_splits import ChangeSplit, change_splits, read_change_split
 from .file_splits import FileSplit, plan_incremental, read_split, worker_table
 from .read_options import START_OFFSET, ReadOptions, table_storage
 from .spark_arrow import record_batches
@@ -62,6 +66,8 @@ class HoodieStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 f"{table.path}: a streaming read needs the commit time of every record, and this table was written "
                 "with hoodie.populate.meta.fields=false"
             )
+        if options.incremental_format == "cdc":
+            check_cdc_table(table)
         self.merge_schema = table.arrow_schema()
         self._target: str | None = None  # trigger(availableNow=True): the last offset of this run
         self._writer_commits: dict[str, CommitInfo | None] = {}  # instant -> info, None for compactions
@@ -140,9 +146,17 @@ class HoodieStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start[OFFSET] == end[OFFSET]:
             return []
         begin = None if start[OFFSET] == EARLIEST else start[OFFSET]
+        if self.options.incremental_format == "cdc":
+            return change_splits(self._open(), begin, end[OFFSET])
         return plan_incremental(self._open(), begin, end[OFFSET], None, self.options.max_split_bytes)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, ChangeSplit):
+            table = worker_table(self.options)
+            yield from record_batches(
+                read_change_split(table, partition, self.merge_schema, self.options.cdc_flat), self.schema
+            )
+            return
         if not isinstance(partition, FileSplit):
             return
         table = worker_table(self.options)

@@ -36,6 +36,7 @@ from ..compaction.plan import pending_file_groups
 from ..compaction.service import TableServices
 from ..errors import HoodieConfigError, HoodieError, HoodieTableError, HoodieUnplannedInputError
 from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema, decimal_widens
+from ..format.cdc import CDC_ENABLED, LOGGING_MODE, table_logging_mode
 from ..format.merge import merge_mode
 from ..format.metadata_table import remove_metadata_table
 from ..format.table_lock import TableLease, query_lease
@@ -387,7 +388,7 @@ class HoodieStreamSink:
                 url_encode=o.url_encode,
                 keygen_class=o.raw.get("hoodie.datasource.write.keygenerator.class"),
                 payload_class=o.payload_class,
-                extra=_keygen_extra(o.raw),
+                extra={**_keygen_extra(o.raw), **_cdc_props(o)},
             )
             self._created = before
         if not self.services.started:  # first batch of this process: Hudi's writer with hoodie.metadata.enable=false
@@ -419,6 +420,7 @@ class HoodieStreamSink:
                 f"option 'hoodie.datasource.write.partitionpath.field' is {o.partition_fields} "
                 f"but the table at {self.path} is partitioned by {cfg.partition_fields}"
             )
+        _check_cdc_options(o, cfg, self.path)
         if o.precombine_field is None and cfg.precombine_field:
             # unset: the table's ordering field applies (Hudi fills write options from the table config)
             self.options = o = dataclasses.replace(o, precombine_field=cfg.precombine_field)
@@ -855,6 +857,28 @@ def _arrow_schema(spark_schema):
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(spark_schema, timezone="UTC")
+
+
+def _cdc_props(o):
+    """The CDC table config of a table the sink creates, as Hudi writes it: the mode only when CDC is enabled."""
+    if not o.cdc_enabled:
+        return {}
+    return {CDC_ENABLED: "true", LOGGING_MODE: o.cdc_logging_mode}
+
+
+def _check_cdc_options(o, cfg, path):
+    """CDC is a table property set at creation: options given for an existing table must say what it has."""
+    given = [k for k in (CDC_ENABLED, "cdc.enabled", LOGGING_MODE, "cdc.supplemental.logging.mode") if k in o.raw]
+    if not given:
+        return
+    mode = table_logging_mode(cfg.props)
+    if o.cdc_enabled != (mode is not None) or (mode is not None and o.cdc_logging_mode != mode):
+        has = f"{CDC_ENABLED}=true, {LOGGING_MODE}={mode}" if mode else f"{CDC_ENABLED}=false"
+        raise HoodieConfigError(
+            f"option {given[0]!r} asks for {CDC_ENABLED}={str(o.cdc_enabled).lower()}"
+            + (f", {LOGGING_MODE}={o.cdc_logging_mode}" if o.cdc_enabled else "")
+            + f" but the table at {path} was created with {has}; CDC is set when a table is created"
+        )
 
 
 def _keygen_extra(raw):

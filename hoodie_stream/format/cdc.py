@@ -1,0 +1,287 @@
+"""The changelog (CDC) query of a Hudi table, Hudi's RFC-51 CDC query: every change the data-changing commits of a
+window (start, end] made, as rows `op` (i, u, d), `ts_ms` (the commit's instant time, as Hudi gives it), `before`
+and `after` (the record before and after the change, as JSON text; null for an insert's before and a delete's
+after).
+
+Table config (hoodie.properties, set when the table is created): `hoodie.table.cdc.enabled` (default false) and
+`hoodie.table.cdc.supplemental.logging.mode` (OP_KEY_ONLY, DATA_BEFORE, DATA_BEFORE_AFTER; default
+DATA_BEFORE_AFTER; any case, written upper-case, only when CDC is enabled), as Hudi's HoodieTableConfig has them.
+
+How the changes are found, as Hudi 0.15's CDC reader infers them for a merge-on-read table (HoodieCDCExtractor):
+for every completed commit, delta commit or replace commit of the window whose operation changes data (upsert,
+insert, delete, bulk insert, insert overwrite...; not compaction nor clustering), and every file group it wrote or
+replaced, the file group's records before that commit (its file slice as of the previous instant: base file and the
+log blocks of the earlier commits) against its records after it (the same with the commit's own base file or log
+blocks merged in). A key only after is an insert, a key only before a delete, a key in both whose record changed an
+update; a key a commit wrote but whose record did not change (an update that lost to a greater ordering value, a
+delete of a missing key) is no change. Hudi's LOG_FILE, BASE_FILE_INSERT, BASE_FILE_DELETE and REPLACE_COMMIT cases
+all come out of this one rule, as do changes a merge handle logged in `.cdc` files (AS_IS); `.cdc` files are never
+read as data.
+
+`before` and `after` carry the whole record, the meta fields first, as Hudi renders the records of log files
+(Avro's JSON text: `{"_hoodie_commit_time": "2024...", "id": 1, "name": "a"}`); dates as days and timestamps as
+their stored integer, as in Avro. The flat form (`flat=True`) gives instead the row itself as typed columns after
+`op` and `ts_ms`: the after image of inserts and updates, the before image of deletes.
+
+Order: by instant, then partition and file group, then key; Hudi promises no order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import HoodieConfigError, HoodieError
+from .fs_view import FileSlice, FileSystemView
+from .merge import KEY
+
+if TYPE_CHECKING:
+    from .reader import HoodieTable
+
+CDC_ENABLED = "hoodie.table.cdc.enabled"
+LOGGING_MODE = "hoodie.table.cdc.supplemental.logging.mode"
+LOGGING_MODES = ("OP_KEY_ONLY", "DATA_BEFORE", "DATA_BEFORE_AFTER")
+DEFAULT_LOGGING_MODE = "DATA_BEFORE_AFTER"
+# WriteOperationType.isDataChange: the operations whose commits a CDC query reads
+DATA_CHANGE_OPERATIONS = frozenset(
+    {
+        "INSERT",
+        "UPSERT",
+        "UPSERT_PREPPED",
+        "DELETE",
+        "DELETE_PREPPED",
+        "BULK_INSERT",
+        "DELETE_PARTITION",
+        "INSERT_OVERWRITE",
+        "INSERT_OVERWRITE_TABLE",
+        "BOOTSTRAP",
+    }
+)
+INSERT, UPDATE, DELETE = "i", "u", "d"
+CDC_SCHEMA = pa.schema([("op", pa.string()), ("ts_ms", pa.string()), ("before", pa.string()), ("after", pa.string())])
+
+
+def logging_mode(value: Any, name: str = LOGGING_MODE) -> str:
+    """A supplemental logging mode in Hudi's spelling (upper case), or a clear error naming `name`."""
+    mode = str(value).strip().upper()
+    if mode not in LOGGING_MODES:
+        raise HoodieConfigError(f"option {name!r} must be one of {', '.join(LOGGING_MODES)} (any case), got {value!r}")
+    return mode
+
+
+def cdc_enabled(props: dict) -> bool:
+    return str(props.get(CDC_ENABLED, "false")).strip().lower() == "true"
+
+
+def table_logging_mode(props: dict) -> str | None:
+    """The table's supplemental logging mode, None when CDC is not enabled."""
+    if not cdc_enabled(props):
+        return None
+    return logging_mode(props.get(LOGGING_MODE) or DEFAULT_LOGGING_MODE)
+
+
+def check_cdc_table(table: HoodieTable) -> None:
+    """Refuse a changelog read of a table created without CDC, as Hudi does, naming the option."""
+    if not cdc_enabled(table.config.props):
+        raise HoodieError(
+            f"It isn't a CDC hudi table on {table.path}: a changelog (CDC) query needs a table created with "
+            f"{CDC_ENABLED}=true (hoodie.properties has {CDC_ENABLED}={table.config.props.get(CDC_ENABLED, 'false')})"
+        )
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """A file group as of an instant: its latest file slice then (None: no slice, no records) and the instants
+    whose log blocks count."""
+
+    as_of: str | None
+    file_slice: FileSlice | None
+    committed: AbstractSet[str]
+
+
+@dataclass(frozen=True)
+class GroupChanges:
+    """The changes to read of one file group: its state before the first data-changing instant of the window that
+    wrote or replaced it, then its state after each such instant, oldest first. Planned on the driver from the
+    timeline; read anywhere from the slices named (`group_changes`)."""
+
+    partition: str
+    file_id: str
+    states: tuple[GroupState, ...]
+
+
+def read_changes(table: HoodieTable, start: str | None, end: str | None, flat: bool = False) -> pa.Table:
+    """The changes of the data-changing commits in (start, end] (start None: from the first commit; end None: to
+    the last completed one): CDC_SCHEMA rows, or with `flat` the rows themselves after `op` and `ts_ms`."""
+    schema = table.arrow_schema(end)
+    tables = [group_changes(table, plan, schema, flat) for plan in plan_changes(table, start, end)]
+    tables = [t for t in tables if t.num_rows]
+    if not tables:
+        return changes_schema(schema, flat).empty_table()
+    result = pa.concat_tables(tables)
+    return result.take(pc.sort_indices(result["ts_ms"])) if len(tables) > 1 else result
+
+
+def changes_schema(schema: pa.Schema, flat: bool) -> pa.Schema:
+    """The schema of a changelog read of a table whose records have `schema`."""
+    if flat:
+        return pa.schema([pa.field("op", pa.string()), pa.field("ts_ms", pa.string()), *schema])
+    return CDC_SCHEMA
+
+
+def plan_changes(table: HoodieTable, start: str | None, end: str | None) -> list[GroupChanges]:
+    """The file groups the data-changing commits of (start, end] wrote or replaced, by partition and file id, each
+    with the slices to read its states from."""
+    check_cdc_table(table)
+    timeline = table.timeline
+    plans: dict[tuple[str, str], list[str | None]] = {}  # group -> [previous instant, its window instants...]
+    previous = None
+    for inst in timeline.commits_timeline():
+        ts = inst.timestamp
+        if end is not None and ts > end:
+            break
+        if start is None or ts > start:
+            meta = timeline.read_commit_metadata(ts)
+            if str(meta.operation_type).upper() in DATA_CHANGE_OPERATIONS:
+                groups = {(s.partition_path or "", s.file_id) for s in meta.all_write_stats() if s.file_id}
+                for partition, ids in (meta.partition_to_replace_file_ids or {}).items():
+                    groups.update((partition, fid) for fid in ids)
+                for group in groups:
+                    plans.setdefault(group, [previous]).append(ts)
+        previous = ts
+    # the slices of every (instant, group) wanted, one file-system view per instant
+    wanted: dict[str, set[tuple[str, str]]] = {}
+    for group, instants in plans.items():
+        for ts in instants:
+            if ts is not None:
+                wanted.setdefault(ts, set()).add(group)
+    found: dict[tuple[str, tuple[str, str]], GroupState] = {}
+    for ts in sorted(wanted):
+        view = FileSystemView(table.storage, timeline, ts)
+        groups = wanted[ts]
+        for partition in sorted({p for p, _ in groups}):
+            for fs in view.latest_slices(partition):
+                if (partition, fs.file_id) in groups:
+                    found[(ts, (partition, fs.file_id))] = GroupState(ts, fs, view.committed)
+    empty = frozenset[str]()
+    return [
+        GroupChanges(
+            partition,
+            file_id,
+            tuple(found.get((ts, (partition, file_id))) or GroupState(ts, None, empty) for ts in instants),  # type: ignore[arg-type]
+        )
+        for (partition, file_id), instants in sorted(plans.items())
+    ]
+
+
+def group_changes(table: HoodieTable, plan: GroupChanges, schema: pa.Schema, flat: bool = False) -> pa.Table:
+    """The changes of one file group, instant by instant: its records after each instant against those before it
+    (the previous state's: the instants between two of the group's wrote nothing to it)."""
+    out = changes_schema(schema, flat)
+    tables = []
+    before = _records(table, plan.states[0], schema)
+    for state in plan.states[1:]:
+        after = _records(table, state, schema)
+        for ts, op, rows, old in _diff(state.as_of, before, after):
+            piece = _flat(op, ts, rows) if flat else _cdc_rows(op, ts, rows, old)
+            tables.append(piece.cast(out))
+        before = after
+    return pa.concat_tables(tables) if tables else out.empty_table()
+
+
+def _records(table: HoodieTable, state: GroupState, schema: pa.Schema) -> pa.Table:
+    if state.file_slice is None:
+        return schema.empty_table()
+    return table.read_slice(state.file_slice, state.committed, schema)
+
+
+def _diff(ts, before, after):
+    """(ts, op, rows, before rows) for the inserts, updates and deletes between two states of one file group."""
+    after_known = pc.is_in(after[KEY], value_set=before[KEY])
+    before_kept = pc.is_in(before[KEY], value_set=after[KEY])
+    inserts = after.filter(pc.invert(after_known))
+    deletes = before.filter(pc.invert(before_kept))
+    old = _by_key(before.filter(before_kept))
+    new = _by_key(after.filter(after_known))
+    changed = _rows_differ(old, new)
+    if inserts.num_rows:
+        yield ts, INSERT, _by_key(inserts), None
+    if len(changed) and pc.any(changed).as_py():
+        yield ts, UPDATE, new.filter(changed), old.filter(changed)
+    if deletes.num_rows:
+        yield ts, DELETE, _by_key(deletes), None
+
+
+def _by_key(table: pa.Table) -> pa.Table:
+    return table.take(pc.sort_indices(table[KEY])) if table.num_rows > 1 else table
+
+
+def _rows_differ(a: pa.Table, b: pa.Table) -> pa.Array:
+    """Whether each row of `a` differs from the row of `b` at the same place (same schema), nulls included."""
+    differ = pa.array([False] * a.num_rows, pa.bool_())
+    for name in a.column_names:
+        x, y = a[name], b[name]
+        try:
+            ne = pc.fill_null(pc.not_equal(x, y), False)
+            one_null = pc.xor(pc.is_null(x), pc.is_null(y))
+            col = pc.or_(ne, one_null)
+        except pa.ArrowNotImplementedError:  # nested types: compared as Python values
+            col = pa.array([u != v for u, v in zip(x.to_pylist(), y.to_pylist(), strict=True)], pa.bool_())
+        differ = pc.or_(differ, col)
+    return differ
+
+
+def _cdc_rows(op, ts, rows, before) -> pa.Table:
+    n = rows.num_rows
+    before_json: list[str | None]
+    after_json: list[str | None]
+    if op == INSERT:
+        before_json, after_json = [None] * n, _json_rows(rows)
+    elif op == DELETE:
+        before_json, after_json = _json_rows(rows), [None] * n
+    else:
+        before_json, after_json = _json_rows(before), _json_rows(rows)
+    return pa.table(
+        {
+            "op": pa.array([op] * n, pa.string()),
+            "ts_ms": pa.array([ts] * n, pa.string()),
+            "before": pa.array(before_json, pa.string()),
+            "after": pa.array(after_json, pa.string()),
+        }
+    )
+
+
+def _flat(op: str, ts: str, rows: pa.Table) -> pa.Table:
+    n = rows.num_rows
+    out = rows.add_column(0, "ts_ms", pa.array([ts] * n, pa.string()))
+    return out.add_column(0, "op", pa.array([op] * n, pa.string()))
+
+
+def _json_rows(rows: pa.Table) -> list[str | None]:
+    """Each row as Avro-style JSON text: fields in schema order, dates as days, timestamps and times as their stored
+    integers, decimals as text."""
+    columns = {}
+    for field in rows.schema:
+        col = rows[field.name]
+        t = field.type
+        if pa.types.is_date32(t):
+            col = col.cast(pa.int32())
+        elif pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_date64(t):
+            col = col.cast(pa.int64())
+        elif pa.types.is_decimal(t):
+            col = col.cast(pa.string())
+        columns[field.name] = col.to_pylist()
+    names = list(columns)
+    values = [columns[n] for n in names]
+    return [json.dumps(dict(zip(names, row, strict=True)), default=_json_default) for row in zip(*values, strict=True)]
+
+
+def _json_default(value):
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    return str(value)

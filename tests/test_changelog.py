@@ -1,0 +1,209 @@
+"""The changelog (CDC) query, Spark-free: `HoodieTable.read_changes` against a plain-Python model of the table.
+
+Random workloads of upserts (some losing to a greater ordering value), deletes (some of missing keys), re-inserts of
+deleted keys and partition moves, committed one delta commit at a time into log files, with compactions scheduled
+(writes then go into the new slice while the plan is pending) and run between them. For every window of the
+workload, the changes read equal the model's: per commit, `i` for a key that appeared in a file group, `d` for one
+that left it, `u` for one whose record a winning write replaced; a write that changed nothing (an update that lost,
+a delete of a missing key) is no change, as in Hudi's CDC query.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hoodie_stream import HoodieTable
+from hoodie_stream.compaction.execute import compact_operation
+from hoodie_stream.compaction.operation import plan_operations
+from hoodie_stream.compaction.plan import pending_file_groups, pending_plans, schedule_compaction
+from hoodie_stream.errors import HoodieConfigError, HoodieError
+from hoodie_stream.format.cdc import logging_mode
+from hoodie_stream.format.commit_metadata import CommitMetadata
+from hoodie_stream.format.fs_view import FileSystemView
+from hoodie_stream.format.timeline import Timeline
+from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.options import parse_compaction_options
+
+SCHEMA = pa.schema([("id", pa.string()), ("region", pa.string()), ("v", pa.int64()), ("ts", pa.int64())])
+CDC = {"hoodie.table.cdc.enabled": "true"}
+KEYS = [f"k{i}" for i in range(6)]
+
+
+class Workload:
+    """A table written commit by commit, and the model: key -> (region, v, ts), and per commit its changes."""
+
+    def __init__(self, path, extra=CDC):
+        self.path = path
+        self.writer = HoodieWriter.create(
+            path,
+            table_name="t",
+            record_key_fields=["id"],
+            schema=SCHEMA,
+            precombine_field="ts",
+            partition_fields=["region"],
+            extra=extra,
+        )
+        self.state: dict[str, tuple[str, int, int]] = {}
+        self.changes: list[tuple[str, str, str, str, int, int]] = []  # (instant, op, id, region, v, ts)
+        self.instants: list[str] = []
+        self.file_ids: dict[str, str] = {}  # region -> its file group
+
+    def commit(self, ops):
+        """`ops`: {key: ("upsert", region, v, ts) | ("delete",)}, one per key."""
+        txn = self.writer.start()
+        instant = txn.instant
+        by_region: dict[str, dict] = {}
+        changes = []
+        for key, op in sorted(ops.items()):
+            old = self.state.get(key)
+            if op[0] == "delete":
+                if old is not None:
+                    by_region.setdefault(old[0], {"rows": [], "deletes": []})["deletes"].append(key)
+                    changes.append((instant, "d", key, *old))
+                    del self.state[key]
+                else:  # a delete of a missing key: written, changes nothing
+                    by_region.setdefault("r0", {"rows": [], "deletes": []})["deletes"].append(key)
+                continue
+            _, region, v, ts = op
+            by_region.setdefault(region, {"rows": [], "deletes": []})["rows"].append((key, region, v, ts))
+            if old is None:
+                changes.append((instant, "i", key, region, v, ts))
+                self.state[key] = (region, v, ts)
+            elif old[0] != region:  # a partition move: the old copy deleted, the new one inserted
+                by_region.setdefault(old[0], {"rows": [], "deletes": []})["deletes"].append(key)
+                changes.append((instant, "d", key, *old))
+                changes.append((instant, "i", key, region, v, ts))
+                self.state[key] = (region, v, ts)
+            elif ts >= old[2]:  # the greater ordering value wins, a tie the later write
+                changes.append((instant, "u", key, region, v, ts))
+                self.state[key] = (region, v, ts)
+        pending = pending_file_groups(Timeline(self.path))
+        view = FileSystemView(self.path)
+        for region, parts in sorted(by_region.items()):
+            rows = pa.table({name: [r[i] for r in parts["rows"]] for i, name in enumerate(SCHEMA.names)}, schema=SCHEMA)
+            deletes = (pa.array(parts["deletes"], pa.string()), None) if parts["deletes"] else None
+            fid = self.file_ids.get(region)
+            if fid is None:
+                if not rows.num_rows:
+                    continue  # deletes of missing keys in a partition with no file group: nothing to write
+                self.file_ids[region] = txn.insert_log_only(region, rows).file_id
+                continue
+            base = pending.get((region, fid))
+            if base is None:
+                (fs,) = [s for s in view.latest_slices(region) if s.file_id == fid]
+                base = fs.base_instant
+            inserts = sum(1 for r in parts["rows"] if r[0] not in self.state or self.state[r[0]][0] != region)
+            txn.append_log(region, fid, base, rows if rows.num_rows else None, deletes=deletes, num_inserts=inserts)
+        txn.commit()
+        self.instants.append(instant)
+        self.changes += changes
+
+    def schedule(self):
+        return schedule_compaction(self.path, Timeline(self.path), parse_compaction_options(), force=True)
+
+    def run_compactions(self):
+        tl = Timeline(self.path)
+        for instant, plan in sorted(pending_plans(tl).items()):
+            ops = plan_operations(plan)
+            tl.transition_to_inflight(instant, "compaction", b"")
+            committed = {i.timestamp for i in tl.commits_timeline()}
+            stats = [
+                compact_operation(self.path, instant, op, committed, 1 << 30, f"{k}-0-0")[0] for k, op in enumerate(ops)
+            ]
+            tl.complete(instant, "compaction", CommitMetadata({}, True, {}, "COMPACT").with_stats(stats).to_json())
+
+    def expected(self, start=None, end=None):
+        return sorted(c for c in self.changes if (start is None or c[0] > start) and (end is None or c[0] <= end))
+
+
+def flat_changes(table, start=None, end=None):
+    got = table.read_changes(start, end, flat=True)
+    return sorted(zip(*(got[c].to_pylist() for c in ("ts_ms", "op", "id", "region", "v", "ts")), strict=True))
+
+
+op_strategy = st.one_of(
+    st.tuples(st.just("upsert"), st.sampled_from(["r0", "r1"]), st.integers(0, 99), st.integers(0, 3)),
+    st.just(("delete",)),
+)
+step_strategy = st.one_of(
+    st.dictionaries(st.sampled_from(KEYS), op_strategy, min_size=1, max_size=4),
+    st.sampled_from(["schedule", "compact"]),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(step_strategy, min_size=1, max_size=9), data=st.data())
+def test_the_changelog_of_any_window_is_the_models(tmp_path_factory, steps, data):
+    w = Workload(str(tmp_path_factory.mktemp("cdc")))
+    for step in steps:
+        if step == "schedule":
+            w.schedule()
+        elif step == "compact":
+            w.run_compactions()
+        else:
+            w.commit(step)
+    table = HoodieTable(w.path)
+    assert flat_changes(table) == w.expected()
+    if w.instants:
+        bounds = [None, *w.instants]
+        start = data.draw(st.sampled_from(bounds), "start")
+        end = data.draw(st.sampled_from([b for b in bounds[1:] if start is None or b > start] or [None]), "end")
+        assert flat_changes(table, start, end) == w.expected(start, end)
+
+
+def test_before_and_after_images_carry_the_records_as_json(tmp_path):
+    w = Workload(str(tmp_path / "t"))
+    w.commit({"k0": ("upsert", "r0", 1, 1), "k1": ("upsert", "r0", 2, 1)})
+    w.commit({"k0": ("upsert", "r0", 10, 2), "k1": ("delete",), "k2": ("upsert", "r0", 3, 1)})
+    w.commit({"k0": ("upsert", "r0", 99, 0)})  # loses to ts 2: no change
+    changes = HoodieTable(w.path).read_changes(start=w.instants[0])
+    assert changes.schema.names == ["op", "ts_ms", "before", "after"]
+    got = {
+        (r["op"], r["ts_ms"]): (r["before"] and json.loads(r["before"]), r["after"] and json.loads(r["after"]))
+        for r in changes.to_pylist()
+    }
+    i1, i2 = w.instants[:2]
+    assert set(got) == {("u", i2), ("d", i2), ("i", i2)}
+    before, after = got[("u", i2)]
+    assert {k: before[k] for k in ("id", "v", "ts", "_hoodie_commit_time")} == {
+        "id": "k0",
+        "v": 1,
+        "ts": 1,
+        "_hoodie_commit_time": i1,
+    }
+    assert {k: after[k] for k in ("id", "v", "ts", "_hoodie_commit_time")} == {
+        "id": "k0",
+        "v": 10,
+        "ts": 2,
+        "_hoodie_commit_time": i2,
+    }
+    assert list(after)[:5] == [
+        "_hoodie_commit_time",
+        "_hoodie_commit_seqno",
+        "_hoodie_record_key",
+        "_hoodie_partition_path",
+        "_hoodie_file_name",
+    ]
+    before, after = got[("d", i2)]
+    assert (before["id"], before["v"], after) == ("k1", 2, None)
+    before, after = got[("i", i2)]
+    assert (before, after["id"], after["v"]) == (None, "k2", 3)
+
+
+def test_a_changelog_read_of_a_table_without_cdc_names_the_option(tmp_path):
+    w = Workload(str(tmp_path / "t"), extra={})
+    w.commit({"k0": ("upsert", "r0", 1, 1)})
+    with pytest.raises(HoodieError, match=r"It isn't a CDC hudi table on .*hoodie\.table\.cdc\.enabled=true"):
+        HoodieTable(w.path).read_changes()
+
+
+def test_logging_modes_are_hudis_in_any_case():
+    assert logging_mode("data_before") == "DATA_BEFORE"
+    assert logging_mode("Op_Key_Only") == "OP_KEY_ONLY"
+    with pytest.raises(HoodieConfigError, match="hoodie.table.cdc.supplemental.logging.mode.*cdc_data_before"):
+        logging_mode("cdc_data_before")

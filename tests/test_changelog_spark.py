@@ -1,0 +1,193 @@
+"""Changelog (CDC) reads through Spark and chains of tables: a bronze table written by HoodieStreamSink with
+`hoodie.table.cdc.enabled=true` (a bulk-inserted first micro-batch, then upserts, deletes, in-batch duplicates and
+partition moves, with async compaction every 2 delta commits), read with `spark.read` / `spark.readStream` and
+`hoodie.datasource.query.incremental.format=cdc`, and applied to a silver table (`changelog_rows` into a
+HoodieStreamSink): after every silver commit, silver holds what bronze held at the bronze commit its micro-batch
+read up to."""
+
+import json
+import time
+
+import pytest
+
+from crash_harness import completed, kill_session, session_members, start_child, timeline_state
+from hoodie_stream import HoodieStreamSink, HoodieTable
+from hoodie_stream.spark import register
+from oracle import rows
+from stream_model import COLUMNS, OPTIONS, events_df, generate_batches
+
+N_BATCHES = 6
+CDC_OPTIONS = {
+    "hoodie.datasource.query.type": "incremental",
+    "hoodie.datasource.query.incremental.format": "cdc",
+}
+FLAT = {**CDC_OPTIONS, "hoodie.stream.read.cdc.flat": "true"}
+DATA = [c for c in COLUMNS if c != "_hoodie_is_deleted"]
+
+
+def live_rows(table, as_of=None):
+    """The data columns of a snapshot, sorted (deleted records are not in a snapshot)."""
+    return rows(table.read(as_of=as_of), DATA)
+
+
+@pytest.fixture(scope="module")
+def bronze(spark, tmp_path_factory):
+    register(spark)
+    path = str(tmp_path_factory.mktemp("changelog") / "bronze")
+    options = dict(
+        OPTIONS,
+        **{
+            "hoodie.table.cdc.enabled": "true",
+            "compaction.schedule.enabled": "true",
+            "compaction.delta_commits": "2",
+        },
+    )
+    sink = HoodieStreamSink(path, options)
+    try:
+        for i, events in enumerate(generate_batches(N_BATCHES, seed=11, keys_per_batch=30, monotonic=True)):
+            sink(events_df(spark, events), i)
+    finally:
+        sink.close()  # waits for the running compaction
+    return path
+
+
+def test_the_changelog_replays_every_commit_of_bronze(bronze):
+    """Applying each commit's changes in order to the records before it gives the table as of that commit, through
+    compactions; every kind of change occurs."""
+    table = HoodieTable(bronze)
+    commits = table.timeline.commits_timeline()
+    assert [i.action for i in commits].count("commit") >= 2  # the bulk insert and at least one compaction
+    changes = table.read_changes(flat=True).to_pylist()
+    assert {c["op"] for c in changes} == {"i", "u", "d"}
+    state: dict = {}
+    data_commits = [i.timestamp for i in commits if not table.timeline.read_commit_metadata(i.timestamp).is_compaction]
+    for ts in data_commits:
+        for change in (c for c in changes if c["ts_ms"] == ts):
+            key = change["_hoodie_record_key"]
+            if change["op"] == "d":
+                assert state.pop((key, change["_hoodie_partition_path"]))["v"] == change["v"]
+            else:
+                assert (key, change["_hoodie_partition_path"]) not in state or change["op"] == "u"
+                state[(key, change["_hoodie_partition_path"])] = change
+        assert sorted(tuple(r[c] for c in DATA) for r in state.values()) == [
+            tuple(r[c] for c in DATA) for r in live_rows(table, ts)
+        ], ts
+
+
+def test_spark_batch_reads_are_the_tables(spark, bronze):
+    table = HoodieTable(bronze)
+    first = table.timeline.commits_timeline()[0].timestamp
+    for options, flat in ((CDC_OPTIONS, False), (FLAT, True)):
+        for begin in ("0", first):
+            got = (
+                spark.read.format("hoodie")
+                .options(**options)
+                .option("hoodie.datasource.read.begin.instanttime", begin)
+                .load(bronze)
+            )
+            want = table.read_changes(start=None if begin == "0" else begin, flat=flat)
+            assert got.columns == want.column_names
+            assert rows(got.toArrow()) == rows(want)
+    json_rows = table.read_changes().to_pylist()
+    assert all(r["before"] is None for r in json_rows if r["op"] == "i")
+    assert all(r["after"] is None for r in json_rows if r["op"] == "d")
+    assert all(json.loads(r["after"])["_hoodie_commit_time"] == r["ts_ms"] for r in json_rows if r["op"] != "d")
+
+
+def test_a_changelog_read_of_a_table_without_cdc_fails_naming_the_option(spark, tmp_path):
+    path = str(tmp_path / "plain")
+    sink = HoodieStreamSink(path, OPTIONS)
+    try:
+        sink(events_df(spark, generate_batches(1, seed=3)[0]), 0)
+    finally:
+        sink.close()
+    reader = spark.read.format("hoodie").options(**CDC_OPTIONS).option("hoodie.datasource.read.begin.instanttime", "0")
+    with pytest.raises(Exception, match=r"It isn't a CDC hudi table on .*hoodie\.table\.cdc\.enabled=true"):
+        reader.load(path).collect()
+    with pytest.raises(Exception, match=r"It isn't a CDC hudi table on .*hoodie\.table\.cdc\.enabled=true"):
+        spark.readStream.format("hoodie").options(**CDC_OPTIONS).load(path).writeStream.format("noop").start()
+
+
+def silver_batches(silver_table, checkpoint):
+    """(silver commit, bronze instant its micro-batch read up to) for every silver delta commit."""
+    out = []
+    for inst in silver_table.timeline.completed(["deltacommit", "commit"]):
+        meta = silver_table.timeline.read_commit_metadata(inst.timestamp)
+        if meta.is_compaction:
+            continue
+        ((_identifier, batch_id),) = json.loads(meta.extra_metadata["_hudi_streaming_sink_checkpoint"]).items()
+        with open(f"{checkpoint}/offsets/{batch_id}", encoding="utf-8") as f:
+            offset = json.loads(f.read().splitlines()[-1])
+        out.append((inst.timestamp, offset["instant"]))
+    return out
+
+
+def assert_silver_follows_bronze(bronze, silver, checkpoint):
+    bronze_table, silver_table = HoodieTable(bronze), HoodieTable(silver)
+    pairs = silver_batches(silver_table, checkpoint)
+    data_commits = [
+        i.timestamp
+        for i in bronze_table.timeline.commits_timeline()
+        if not bronze_table.timeline.read_commit_metadata(i.timestamp).is_compaction
+    ]
+    assert [b for _s, b in pairs] == data_commits  # one silver commit per bronze data commit, in order
+    for silver_ts, bronze_ts in pairs:
+        assert live_rows(silver_table, silver_ts) == live_rows(bronze_table, bronze_ts), (silver_ts, bronze_ts)
+    return pairs
+
+
+def test_a_changelog_stream_keeps_silver_equal_to_bronze_after_every_commit(spark, bronze, tmp_path):
+    from hoodie_stream.spark import changelog_rows
+
+    silver, checkpoint = str(tmp_path / "silver"), str(tmp_path / "chk")
+    silver_sink = HoodieStreamSink(silver, dict(OPTIONS, **{"hoodie.table.name": "silver"}))
+    changes = (
+        spark.readStream.format("hoodie")
+        .options(**FLAT)
+        .option("hoodie.datasource.read.streaming.max.commits", "1")
+        .load(bronze)
+    )
+    query = (
+        changes.writeStream.foreachBatch(lambda df, batch_id: silver_sink(changelog_rows(df), batch_id))
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination(300)
+    finally:
+        query.stop()
+        silver_sink.close()
+    assert query.exception() is None
+    assert_silver_follows_bronze(bronze, silver, checkpoint)
+    deleted = {r["id"] for r in HoodieTable(bronze).read_changes(flat=True).to_pylist() if r["op"] == "d"}
+    assert deleted and not deleted <= {r["id"] for r in live_rows(HoodieTable(bronze))}
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_changelog_query_then_restart(bronze, tmp_path):
+    """The changelog query (one bronze commit per micro-batch, into silver) is SIGKILLed once silver holds two
+    commits, then restarted from its checkpoint: after every silver commit silver equals bronze as of the commit
+    read up to, and every bronze data commit is applied once."""
+    silver, chk = str(tmp_path / "silver"), str(tmp_path / "chk")
+
+    def start(run):
+        return start_child("spark_read_crash_child.py", [bronze, silver, chk, "cdc"], tmp_path / f"run-{run}.log")
+
+    proc = start(1)
+    deadline = time.monotonic() + 120
+    while len(completed(timeline_state(silver), "deltacommit")) < 2:
+        assert proc.poll() is None, (tmp_path / "run-1.log").read_text(errors="replace")[-3000:]
+        assert time.monotonic() < deadline, "the changelog query wrote no second commit"
+        time.sleep(0.005)
+    kill_session(proc, {group for _pid, group in session_members(proc.pid)})
+    killed_at = len(completed(timeline_state(silver), "deltacommit"))
+    proc = start(2)
+    assert proc.wait(180) == 0, (tmp_path / "run-2.log").read_text(errors="replace")[-3000:]
+    pairs = assert_silver_follows_bronze(bronze, silver, chk)
+    assert killed_at < len(pairs)
+
+
+def test_the_flat_option_needs_the_cdc_format(spark, bronze):
+    with pytest.raises(Exception, match="hoodie.stream.read.cdc.flat applies to changelog queries"):
+        spark.read.format("hoodie").option("hoodie.stream.read.cdc.flat", "true").load(bronze)
