@@ -107,6 +107,9 @@ class Workload:
         return schedule_compaction(self.path, Timeline(self.path), parse_compaction_options(), force=True)
 
     def run_compactions(self):
+        """Run the pending plans (scheduling one first when none is pending)."""
+        if not pending_plans(Timeline(self.path)):
+            self.schedule()
         tl = Timeline(self.path)
         for instant, plan in sorted(pending_plans(tl).items()):
             ops = plan_operations(plan)

@@ -68,6 +68,14 @@ def test_the_example_notebook_runs_headless_and_shows_the_tables_figures(tmp_pat
     assert len(images) >= 4 and all(i.startswith(b"\x89PNG") for i in images)
     silver = re.search(r"silver rows: (\d+) \| statuses: (.*)", "".join(_text(c) for c in nb.cells))
     assert silver and silver.group(2) in ("['PAID']", "[]"), "the silver table keeps only paid orders"
+    text = "".join(_text(c) for c in nb.cells)
+    deleted = re.search(r"orders deleted upstream: (\d+)", text)
+    assert deleted and int(deleted.group(1)) > 0, "the changelog shows deletes"
+    replica = re.search(
+        r"replica rows: (\d+) \| bronze rows: (\d+) \| same keys: (\w+) \| deleted orders in the replica: (\d+)", text
+    )
+    assert replica and replica.group(1) == replica.group(2) == str(table.read().num_rows), replica
+    assert replica.group(3) == "True" and replica.group(4) == "0", "the replica drops the orders deleted upstream"
 
 
 def _spark_read_source(nb):

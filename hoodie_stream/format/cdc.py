@@ -63,6 +63,7 @@ DATA_CHANGE_OPERATIONS = frozenset(
     }
 )
 INSERT, UPDATE, DELETE = "i", "u", "d"
+FILE_NAME = "_hoodie_file_name"
 CDC_SCHEMA = pa.schema([("op", pa.string()), ("ts_ms", pa.string()), ("before", pa.string()), ("after", pa.string())])
 
 
@@ -222,9 +223,12 @@ def _by_key(table: pa.Table) -> pa.Table:
 
 
 def _rows_differ(a: pa.Table, b: pa.Table) -> pa.Array:
-    """Whether each row of `a` differs from the row of `b` at the same place (same schema), nulls included."""
+    """Whether each row of `a` differs from the row of `b` at the same place (same schema), nulls included; the file
+    name is not compared (a compaction rewrites it, and changes no record)."""
     differ = pa.array([False] * a.num_rows, pa.bool_())
     for name in a.column_names:
+        if name == FILE_NAME:
+            continue
         x, y = a[name], b[name]
         try:
             ne = pc.fill_null(pc.not_equal(x, y), False)
