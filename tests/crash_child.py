@@ -3,10 +3,12 @@ processed, then exits 0. The parent SIGKILLs it at chosen moments and starts it 
 
     python tests/crash_child.py SOURCE_DIR TABLE_URI CHECKPOINT_DIR
 
-The table's storage options (a table on the S3 test server) come as JSON in HOODIE_TEST_STORAGE_OPTIONS. The query
-itself is crash_harness.run_child_query; here are only its source and its sink.
+The table's storage options (a table on the S3 test server) come as JSON in HOODIE_TEST_STORAGE_OPTIONS, more sink
+options as JSON in HOODIE_TEST_SINK_OPTIONS. The query itself is crash_harness.run_child_query; here are only its
+source and its sink.
 """
 
+import json
 import os
 import sys
 
@@ -22,7 +24,11 @@ def main(source, base, checkpoint):
     run_child_query(
         "hoodie-stream-crash-child",
         json_files(SCHEMA_DDL, source),
-        lambda spark: HoodieStreamSink(base, OPTIONS, storage_options=child_storage_options()),
+        lambda spark: HoodieStreamSink(
+            base,
+            {**OPTIONS, **json.loads(os.environ.get("HOODIE_TEST_SINK_OPTIONS") or "{}")},
+            storage_options=child_storage_options(),
+        ),
         checkpoint,
     )
 

@@ -11,11 +11,11 @@ import time
 import pyarrow as pa
 import pytest
 
-from crash_harness import completed, kill_session, session_members, start_child, timeline_state
+from crash_harness import completed, kill_session, pending, session_members, start_child, timeline_state
 from hoodie_stream import HoodieStreamSink, HoodieTable
 from hoodie_stream.spark import register
 from oracle import rows
-from stream_model import COLUMNS, OPTIONS, events_df, generate_batches
+from stream_model import COLUMNS, OPTIONS, events_df, generate_batches, write_batch_file
 
 N_BATCHES = 6
 CDC_OPTIONS = {
@@ -191,3 +191,71 @@ def test_sigkill_of_the_changelog_query_then_restart(bronze, tmp_path):
 def test_the_flat_option_needs_the_cdc_format(spark, bronze):
     with pytest.raises(Exception, match="hoodie.stream.read.cdc.flat applies to changelog queries"):
         spark.read.format("hoodie").option("hoodie.stream.read.cdc.flat", "true").load(bronze)
+
+
+def run_changelog_stream(spark, bronze, silver_sink, checkpoint):
+    """The changelog of bronze into silver, one bronze commit per micro-batch, up to bronze's latest commit."""
+    from hoodie_stream.spark import changelog_rows
+
+    query = (
+        spark.readStream.format("hoodie")
+        .options(**FLAT)
+        .option("hoodie.datasource.read.streaming.max.commits", "1")
+        .load(bronze)
+        .writeStream.foreachBatch(lambda df, batch_id: silver_sink(changelog_rows(df), batch_id))
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination(300)
+    finally:
+        query.stop()
+    assert query.exception() is None
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_bronze_writer_mid_commit(spark, tmp_path, monkeypatch):
+    """The query writing bronze (CDC on, async compaction every 2 delta commits) is SIGKILLed with a delta commit in
+    flight; the changelog stream then reads bronze into silver and stops before the half-written commit; bronze's
+    writer restarts (rolling it back) and finishes; the changelog stream resumes: after every silver commit silver
+    equals bronze as of the commit read, each bronze data commit applied once."""
+    register(spark)
+    source, bronze, silver, chk = (str(tmp_path / n) for n in ("in", "bronze", "silver", "chk"))
+    for i, events in enumerate(generate_batches(N_BATCHES, seed=5, keys_per_batch=30, monotonic=True)):
+        write_batch_file(source, i, events)
+    monkeypatch.setenv(
+        "HOODIE_TEST_SINK_OPTIONS",
+        json.dumps(
+            {"hoodie.table.cdc.enabled": "true", "compaction.schedule.enabled": "true", "compaction.delta_commits": "2"}
+        ),
+    )
+
+    def start(run):
+        return start_child("crash_child.py", [source, bronze, str(tmp_path / "bronze-chk")], tmp_path / f"w{run}.log")
+
+    proc = start(1)
+    deadline = time.monotonic() + 180
+    while True:
+        state = timeline_state(bronze) if (tmp_path / "bronze" / ".hoodie").exists() else {}
+        if len(completed(state, "deltacommit")) >= 2 and pending(state, "deltacommit"):
+            break
+        assert proc.poll() is None, (tmp_path / "w1.log").read_text(errors="replace")[-3000:]
+        assert time.monotonic() < deadline, "bronze's writer reached no third delta commit"
+        time.sleep(0.002)
+    kill_session(proc, {group for _pid, group in session_members(proc.pid)})
+    in_flight = pending(timeline_state(bronze), "deltacommit")
+    assert in_flight
+
+    silver_sink = HoodieStreamSink(silver, dict(OPTIONS, **{"hoodie.table.name": "silver"}))
+    try:
+        run_changelog_stream(spark, bronze, silver_sink, chk)
+        read_up_to = [b for _s, b in silver_batches(HoodieTable(silver), chk)]
+        assert read_up_to and max(read_up_to) < min(in_flight)  # nothing of the killed commit
+        proc = start(2)
+        assert proc.wait(300) == 0, (tmp_path / "w2.log").read_text(errors="replace")[-3000:]
+        run_changelog_stream(spark, bronze, silver_sink, chk)
+    finally:
+        silver_sink.close()
+    pairs = assert_silver_follows_bronze(bronze, silver, chk)
+    assert len(pairs) > len(read_up_to)
