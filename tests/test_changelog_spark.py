@@ -137,28 +137,12 @@ def assert_silver_follows_bronze(bronze, silver, checkpoint):
 
 
 def test_a_changelog_stream_keeps_silver_equal_to_bronze_after_every_commit(spark, bronze, tmp_path):
-    from hoodie_stream.spark import changelog_rows
-
     silver, checkpoint = str(tmp_path / "silver"), str(tmp_path / "chk")
     silver_sink = HoodieStreamSink(silver, dict(OPTIONS, **{"hoodie.table.name": "silver"}))
-    changes = (
-        spark.readStream.format("hoodie")
-        .options(**FLAT)
-        .option("hoodie.datasource.read.streaming.max.commits", "1")
-        .load(bronze)
-    )
-    query = (
-        changes.writeStream.foreachBatch(lambda df, batch_id: silver_sink(changelog_rows(df), batch_id))
-        .option("checkpointLocation", checkpoint)
-        .trigger(availableNow=True)
-        .start()
-    )
     try:
-        query.awaitTermination(300)
+        run_changelog_stream(spark, bronze, silver_sink, checkpoint)
     finally:
-        query.stop()
         silver_sink.close()
-    assert query.exception() is None
     assert_silver_follows_bronze(bronze, silver, checkpoint)
     deleted = {r["id"] for r in HoodieTable(bronze).read_changes(flat=True).to_pylist() if r["op"] == "d"}
     assert deleted and not deleted <= set(HoodieTable(bronze).read()["id"].to_pylist())
