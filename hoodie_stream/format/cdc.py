@@ -38,7 +38,8 @@ import pyarrow.compute as pc
 
 from ..errors import HoodieConfigError, HoodieError
 from .fs_view import FileSlice, FileSystemView
-from .merge import KEY
+from .log_scanner import slice_versions
+from .merge import COMMIT_TIME_ORDERING, KEY, Version, merge, merge_mode
 
 if TYPE_CHECKING:
     from .reader import HoodieTable
@@ -64,6 +65,7 @@ DATA_CHANGE_OPERATIONS = frozenset(
 )
 INSERT, UPDATE, DELETE = "i", "u", "d"
 FILE_NAME = "_hoodie_file_name"
+DELETED = "__hs_del"  # merge(keep_deletes=True): whether the winning version of a key is a delete
 CDC_SCHEMA = pa.schema([("op", pa.string()), ("ts_ms", pa.string()), ("before", pa.string()), ("after", pa.string())])
 
 
@@ -182,23 +184,71 @@ def plan_changes(table: HoodieTable, start: str | None, end: str | None) -> list
 
 def group_changes(table: HoodieTable, plan: GroupChanges, schema: pa.Schema, flat: bool = False) -> pa.Table:
     """The changes of one file group, instant by instant: its records after each instant against those before it
-    (the previous state's: the instants between two of the group's wrote nothing to it)."""
+    (the previous state's: the instants between two of the group's wrote nothing to it).
+
+    A state whose slice only adds log files to the previous state's (same base file, the earlier log files
+    unchanged) is the previous state with the new files' blocks merged in: the previous state keeps its deleted
+    keys for that (a delete with an ordering value still beats a later, smaller one, as in the slice's own merge).
+    Any other state (a compaction's new base file, a base file the instant wrote) is read from its slice."""
     out = changes_schema(schema, flat)
     tables = []
-    before = _records(table, plan.states[0], schema)
+    previous = plan.states[0]
+    before = _state_records(table, previous, schema)
     for state in plan.states[1:]:
-        after = _records(table, state, schema)
-        for ts, op, rows, old in _diff(state.as_of, before, after):
+        if _foldable(previous, state):
+            after = _merged(table, before, previous, state, schema)
+        else:
+            after = _state_records(table, state, schema)
+        for ts, op, rows, old in _diff(state.as_of, _live(before), _live(after)):
             piece = _flat(op, ts, rows) if flat else _cdc_rows(op, ts, rows, old)
             tables.append(piece.cast(out))
-        before = after
+        previous, before = state, after
     return pa.concat_tables(tables) if tables else out.empty_table()
 
 
-def _records(table: HoodieTable, state: GroupState, schema: pa.Schema) -> pa.Table:
+def _state_records(table: HoodieTable, state: GroupState, schema: pa.Schema) -> pa.Table:
+    """The merged records of a state's slice, deleted keys kept (marked in DELETED)."""
     if state.file_slice is None:
-        return schema.empty_table()
-    return table.read_slice(state.file_slice, state.committed, schema)
+        return schema.empty_table().append_column(DELETED, pa.array([], pa.bool_()))
+    return table.read_slice(state.file_slice, state.committed, schema, keep_deletes=True)
+
+
+def _foldable(old: GroupState, new: GroupState) -> bool:
+    """Whether `new`'s records are `old`'s with blocks of more instants merged in: the same base file, and every log
+    file of `old`'s slice in `new`'s (a listing holds the log files of later instants too: the instants whose
+    blocks count tell the states apart)."""
+    a, b = old.file_slice, new.file_slice
+    if a is None or b is None or a.base_file != b.base_file or a.partition != b.partition:
+        return False
+    return {lf.name for lf in a.log_files} <= {lf.name for lf in b.log_files}
+
+
+def _merged(table: HoodieTable, before: pa.Table, old: GroupState, new: GroupState, schema: pa.Schema) -> pa.Table:
+    """`before` (`old`'s records with DELETED) with the blocks of the instants that count in `new` and not in `old`
+    merged in."""
+    mode, ordering = merge_mode(table.config.props)
+    if ordering and ordering not in schema.names:
+        ordering, mode = None, COMMIT_TIME_ORDERING
+    ordering_type = schema.field(ordering).type if ordering else None
+    deleted = before[DELETED]
+    versions = [
+        Version(before.filter(pc.invert(deleted)).drop_columns([DELETED])),
+        Version(before.filter(deleted).drop_columns([DELETED]), is_delete=True),
+    ]
+    fs = new.file_slice
+    assert fs is not None
+
+    def counts(instant):
+        return instant in new.committed and instant not in old.committed
+
+    added = slice_versions(table.storage, fs.log_file_paths, counts, ordering, ordering_type)
+    if not table.meta_fields:
+        added = [table._with_generated_keys(v) for v in added]
+    return merge(versions + added, schema, mode, ordering, keep_deletes=True)
+
+
+def _live(records: pa.Table) -> pa.Table:
+    return records.filter(pc.invert(records[DELETED])).drop_columns([DELETED])
 
 
 def _diff(ts, before, after):
