@@ -195,11 +195,16 @@ def group_changes(table: HoodieTable, plan: GroupChanges, schema: pa.Schema, fla
     previous = plan.states[0]
     before = _state_records(table, previous, schema)
     for state in plan.states[1:]:
+        touched = None  # the keys the instant's blocks hold: only they can change (None: any)
         if _foldable(previous, state):
-            after = _merged(table, before, previous, state, schema)
+            after, touched = _merged(table, before, previous, state, schema)
         else:
             after = _state_records(table, state, schema)
-        for ts, op, rows, old in _diff(state.as_of, _live(before), _live(after)):
+        old_live, new_live = _live(before), _live(after)
+        if touched is not None:
+            old_live = old_live.filter(pc.is_in(old_live[KEY], value_set=touched))
+            new_live = new_live.filter(pc.is_in(new_live[KEY], value_set=touched))
+        for ts, op, rows, old in _diff(state.as_of, old_live, new_live):
             piece = _flat(op, ts, rows) if flat else _cdc_rows(op, ts, rows, old)
             tables.append(piece.cast(out))
         previous, before = state, after
@@ -223,9 +228,11 @@ def _foldable(old: GroupState, new: GroupState) -> bool:
     return {lf.name for lf in a.log_files} <= {lf.name for lf in b.log_files}
 
 
-def _merged(table: HoodieTable, before: pa.Table, old: GroupState, new: GroupState, schema: pa.Schema) -> pa.Table:
+def _merged(
+    table: HoodieTable, before: pa.Table, old: GroupState, new: GroupState, schema: pa.Schema
+) -> tuple[pa.Table, pa.Array]:
     """`before` (`old`'s records with DELETED) with the blocks of the instants that count in `new` and not in `old`
-    merged in."""
+    merged in, and the keys of those blocks."""
     mode, ordering = merge_mode(table.config.props)
     if ordering and ordering not in schema.names:
         ordering, mode = None, COMMIT_TIME_ORDERING
@@ -244,7 +251,9 @@ def _merged(table: HoodieTable, before: pa.Table, old: GroupState, new: GroupSta
     added = slice_versions(table.storage, fs.log_file_paths, counts, ordering, ordering_type)
     if not table.meta_fields:
         added = [table._with_generated_keys(v) for v in added]
-    return merge(versions + added, schema, mode, ordering, keep_deletes=True)
+    keys = [v.table[KEY] for v in added if v.table.num_rows]
+    touched = pc.unique(pa.chunked_array(keys, pa.string())) if keys else pa.array([], pa.string())
+    return merge(versions + added, schema, mode, ordering, keep_deletes=True), touched
 
 
 def _live(records: pa.Table) -> pa.Table:
