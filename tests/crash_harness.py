@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hoodie_stream.checkpoints import index_state
 from hoodie_stream.checkpoints.batch_checkpoint import CHECKPOINT_KEY
@@ -222,6 +223,17 @@ def session_members(sid):
         if int(fields[3]) == sid and fields[0] not in "ZX":
             out.append((int(name), int(fields[2])))
     return out
+
+
+def kill_when(proc, log_path, ready, what, timeout=120):
+    """Poll `ready()` until it holds, then SIGKILL the child's whole session; fail with the child's log when it ends
+    first, naming `what` when `ready` never held within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert proc.poll() is None, Path(log_path).read_text(errors="replace")[-3000:]
+        assert time.monotonic() < deadline, f"the child never reached {what}"
+        time.sleep(0.002)
+    kill_session(proc, {group for _pid, group in session_members(proc.pid)})
 
 
 def kill_session(proc, groups):

@@ -6,12 +6,11 @@ HoodieStreamSink): after every silver commit, silver holds what bronze held at t
 read up to."""
 
 import json
-import time
 
 import pyarrow as pa
 import pytest
 
-from crash_harness import completed, kill_session, pending, session_members, start_child, timeline_state
+from crash_harness import completed, kill_when, pending, start_child, timeline_state
 from hoodie_stream import HoodieStreamSink, HoodieTable
 from hoodie_stream.spark import register
 from oracle import rows
@@ -159,12 +158,9 @@ def test_sigkill_of_the_changelog_query_then_restart(bronze, tmp_path):
         return start_child("spark_read_crash_child.py", [bronze, silver, chk, "cdc"], tmp_path / f"run-{run}.log")
 
     proc = start(1)
-    deadline = time.monotonic() + 120
-    while len(completed(timeline_state(silver), "deltacommit")) < 2:
-        assert proc.poll() is None, (tmp_path / "run-1.log").read_text(errors="replace")[-3000:]
-        assert time.monotonic() < deadline, "the changelog query wrote no second commit"
-        time.sleep(0.005)
-    kill_session(proc, {group for _pid, group in session_members(proc.pid)})
+    kill_when(
+        proc, tmp_path / "run-1.log", lambda: len(completed(timeline_state(silver), "deltacommit")) >= 2, "two commits"
+    )
     killed_at = len(completed(timeline_state(silver), "deltacommit"))
     proc = start(2)
     assert proc.wait(180) == 0, (tmp_path / "run-2.log").read_text(errors="replace")[-3000:]
@@ -219,15 +215,12 @@ def test_sigkill_of_the_bronze_writer_mid_commit(spark, tmp_path, monkeypatch):
         return start_child("crash_child.py", [source, bronze, str(tmp_path / "bronze-chk")], tmp_path / f"w{run}.log")
 
     proc = start(1)
-    deadline = time.monotonic() + 180
-    while True:
+
+    def in_flight_after_two():
         state = timeline_state(bronze) if (tmp_path / "bronze" / ".hoodie").exists() else {}
-        if len(completed(state, "deltacommit")) >= 2 and pending(state, "deltacommit"):
-            break
-        assert proc.poll() is None, (tmp_path / "w1.log").read_text(errors="replace")[-3000:]
-        assert time.monotonic() < deadline, "bronze's writer reached no third delta commit"
-        time.sleep(0.002)
-    kill_session(proc, {group for _pid, group in session_members(proc.pid)})
+        return len(completed(state, "deltacommit")) >= 2 and bool(pending(state, "deltacommit"))
+
+    kill_when(proc, tmp_path / "w1.log", in_flight_after_two, "a third delta commit in flight", timeout=180)
     in_flight = pending(timeline_state(bronze), "deltacommit")
     assert in_flight
 

@@ -3,12 +3,11 @@
 since the last offset, once, and compaction commits bring nothing again; startOffset and trigger(availableNow)."""
 
 import json
-import time
 
 import pyarrow as pa
 import pytest
 
-from crash_harness import completed, kill_session, session_members, start_child, timeline_state
+from crash_harness import completed, kill_when, start_child, timeline_state
 from hoodie_stream import HoodieStreamSink, HoodieTable
 from hoodie_stream.spark import register
 from oracle import rows
@@ -159,12 +158,9 @@ def test_sigkill_of_the_reading_query_then_restart(chained, tmp_path):
         return start_child("spark_read_crash_child.py", [bronze, silver, chk, "rows"], tmp_path / f"run-{run}.log")
 
     proc = start(1)
-    deadline = time.monotonic() + 120
-    while len(completed(timeline_state(silver), "deltacommit")) < 2:
-        assert proc.poll() is None, (tmp_path / "run-1.log").read_text(errors="replace")[-3000:]
-        assert time.monotonic() < deadline, "the reading query wrote no second commit"
-        time.sleep(0.005)
-    kill_session(proc, {group for _pid, group in session_members(proc.pid)})
+    kill_when(
+        proc, tmp_path / "run-1.log", lambda: len(completed(timeline_state(silver), "deltacommit")) >= 2, "two commits"
+    )
     killed_at = len(completed(timeline_state(silver), "deltacommit"))
     proc = start(2)
     assert proc.wait(180) == 0, (tmp_path / "run-2.log").read_text(errors="replace")[-3000:]

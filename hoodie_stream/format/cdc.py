@@ -33,13 +33,13 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import HoodieConfigError, HoodieError
 from .fs_view import FileSlice, FileSystemView
-from .log_scanner import slice_versions
-from .merge import COMMIT_TIME_ORDERING, KEY, Version, merge, merge_mode
+from .merge import KEY, Version, merge
 
 if TYPE_CHECKING:
     from .reader import HoodieTable
@@ -163,7 +163,7 @@ def plan_changes(table: HoodieTable, start: str | None, end: str | None) -> list
         for ts in instants:
             if ts is not None:
                 wanted.setdefault(ts, set()).add(group)
-    found: dict[tuple[str, tuple[str, str]], GroupState] = {}
+    found: dict[tuple[str | None, tuple[str, str]], GroupState] = {}
     for ts in sorted(wanted):
         view = FileSystemView(table.storage, timeline, ts)
         groups = wanted[ts]
@@ -176,7 +176,7 @@ def plan_changes(table: HoodieTable, start: str | None, end: str | None) -> list
         GroupChanges(
             partition,
             file_id,
-            tuple(found.get((ts, (partition, file_id))) or GroupState(ts, None, empty) for ts in instants),  # type: ignore[arg-type]
+            tuple(found.get((ts, (partition, file_id))) or GroupState(ts, None, empty) for ts in instants),
         )
         for (partition, file_id), instants in sorted(plans.items())
     ]
@@ -233,27 +233,20 @@ def _merged(
 ) -> tuple[pa.Table, pa.Array]:
     """`before` (`old`'s records with DELETED) with the blocks of the instants that count in `new` and not in `old`
     merged in, and the keys of those blocks."""
-    mode, ordering = merge_mode(table.config.props)
-    if ordering and ordering not in schema.names:
-        ordering, mode = None, COMMIT_TIME_ORDERING
-    ordering_type = schema.field(ordering).type if ordering else None
     deleted = before[DELETED]
     versions = [
         Version(before.filter(pc.invert(deleted)).drop_columns([DELETED])),
         Version(before.filter(deleted).drop_columns([DELETED]), is_delete=True),
     ]
-    fs = new.file_slice
-    assert fs is not None
 
     def counts(instant):
         return instant in new.committed and instant not in old.committed
 
-    added = slice_versions(table.storage, fs.log_file_paths, counts, ordering, ordering_type)
-    if not table.meta_fields:
-        added = [table._with_generated_keys(v) for v in added]
+    paths = new.file_slice.log_file_paths if new.file_slice is not None else []
+    added = table.log_versions(paths, counts, schema)
     keys = [v.table[KEY] for v in added if v.table.num_rows]
     touched = pc.unique(pa.chunked_array(keys, pa.string())) if keys else pa.array([], pa.string())
-    return merge(versions + added, schema, mode, ordering, keep_deletes=True), touched
+    return merge(versions + added, schema, *table.merge_rule(schema), keep_deletes=True), touched
 
 
 def _live(records: pa.Table) -> pa.Table:
@@ -284,7 +277,7 @@ def _by_key(table: pa.Table) -> pa.Table:
 def _rows_differ(a: pa.Table, b: pa.Table) -> pa.Array:
     """Whether each row of `a` differs from the row of `b` at the same place (same schema), nulls included; the file
     name is not compared (a compaction rewrites it, and changes no record)."""
-    differ = pa.array([False] * a.num_rows, pa.bool_())
+    differ = pa.array(np.zeros(a.num_rows, dtype=bool))
     for name in a.column_names:
         if name == FILE_NAME:
             continue

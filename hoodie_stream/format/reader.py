@@ -2,7 +2,7 @@
 
 import datetime
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -19,7 +19,7 @@ from .fs_view import FileSlice, FileSystemView
 from .instant import parse_instant_time
 from .keygen import KeyGenerator, make_key_generator
 from .log_scanner import slice_versions
-from .merge import KEY, Version, merge, merge_mode
+from .merge import COMMIT_TIME_ORDERING, KEY, Version, merge, merge_mode
 from .table_config import TableConfig
 from .table_html import table_html
 from .table_info import commits, file_slices
@@ -211,18 +211,31 @@ class HoodieTable:
         self, fs: FileSlice, committed: AbstractSet[str], schema: pa.Schema, keep_deletes: bool = False
     ) -> pa.Table:
         """Merged records of one file slice; log blocks count only when their instant is in `committed`."""
-        mode, ordering = merge_mode(self.config.props)
-        if ordering and ordering not in schema.names:
-            ordering = None
-            mode = "COMMIT_TIME_ORDERING"
+        mode, ordering = self.merge_rule(schema)
         versions = []
         if fs.base_file:
-            versions.append(Version(read_base_file(self.storage, fs.base_file_path)))
+            base = Version(read_base_file(self.storage, fs.base_file_path))
+            versions.append(base if self.meta_fields else self._with_generated_keys(base))
+        versions += self.log_versions(fs.log_file_paths, committed.__contains__, schema)
+        return merge(versions, schema, mode, ordering, keep_deletes=keep_deletes)
+
+    def merge_rule(self, schema: pa.Schema) -> tuple[str, str | None]:
+        """(merge mode, ordering field) for records of `schema`: the table's, or commit-time ordering when the
+        ordering field is not one of its columns."""
+        mode, ordering = merge_mode(self.config.props)
+        if ordering and ordering not in schema.names:
+            return COMMIT_TIME_ORDERING, None
+        return mode, ordering
+
+    def log_versions(self, log_paths: Sequence[str], counts: Callable[[str], bool], schema: pa.Schema) -> list:
+        """The merge Versions of the blocks of `log_paths` whose instant `counts`, record keys filled in for a table
+        written without meta fields."""
+        _mode, ordering = self.merge_rule(schema)
         ordering_type = schema.field(ordering).type if ordering else None
-        versions += slice_versions(self.storage, fs.log_file_paths, committed.__contains__, ordering, ordering_type)
+        versions = slice_versions(self.storage, log_paths, counts, ordering, ordering_type)
         if not self.meta_fields:
             versions = [self._with_generated_keys(v) for v in versions]
-        return merge(versions, schema, mode, ordering, keep_deletes=keep_deletes)
+        return versions
 
     def _with_generated_keys(self, version):
         """Fill the record key of a version written without meta fields from the table's key generator."""

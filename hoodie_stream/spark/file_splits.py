@@ -29,7 +29,7 @@ from pyspark.sql.datasource import InputPartition
 from ..format.avro_schema import META_FIELDS
 from ..format.base_file import parquet_file
 from ..format.fs_view import FileSlice, FileSystemView
-from ..format.merge import Version, merge, merge_mode
+from ..format.merge import Version, merge
 from ..format.reader import HoodieTable
 from .partition_pruning import PartitionPruner
 from .read_options import ReadOptions, table_storage
@@ -152,10 +152,7 @@ def read_split(table: HoodieTable, split: FileSplit, schema: pa.Schema) -> pa.Ta
     else:
         with parquet_file(table.storage, fs.base_file_path) as pf:
             base = pf.read_row_groups(list(split.row_groups))
-        mode, ordering = merge_mode(table.config.props)
-        if ordering and ordering not in schema.names:
-            ordering, mode = None, "COMMIT_TIME_ORDERING"
-        rows = merge([Version(base)], schema, mode, ordering)
+        rows = merge([Version(base)], schema, *table.merge_rule(schema))
     if split.window is not None and table.meta_fields:
         start, end = split.window
         keep = pc.less_equal(rows[COMMIT_TIME], end)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ..errors import HoodieConfigError
 from ..format.reader import QUERY_TYPES
+from ..options import boolean
 from ..storage import Storage, storage_for
 from ..storage.options import CLIENT_KEYS, RETRY_KEYS, store_kind
 
@@ -139,16 +140,14 @@ def parse_options(options: Mapping[str, str], streaming: bool | None = None) -> 
             f"{INCREMENTAL_FORMAT}=cdc (the changelog query) needs {QUERY_TYPE}=incremental, as in Hudi; "
             f"got {QUERY_TYPE}={query_type}"
         )
-    flat = values.get(CDC_FLAT, "false").strip().lower()
-    if flat not in ("true", "false"):
-        raise HoodieConfigError(f"{CDC_FLAT} must be true or false, got {values[CDC_FLAT]!r}")
-    if flat == "true" and incremental_format != "cdc":
+    flat = boolean(CDC_FLAT, values.get(CDC_FLAT, "false"))
+    if flat and incremental_format != "cdc":
         raise HoodieConfigError(f"{CDC_FLAT} applies to changelog queries ({INCREMENTAL_FORMAT}=cdc)")
     return ReadOptions(
         path=str(path),
         query_type=query_type,
         incremental_format=incremental_format,
-        cdc_flat=flat == "true",
+        cdc_flat=flat,
         as_of=values.get(AS_OF_INSTANT),
         begin=values.get(BEGIN_INSTANTTIME),
         end=values.get(END_INSTANTTIME),
