@@ -11,6 +11,7 @@ a delete of a missing key) is no change, as in Hudi's CDC query.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -18,6 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hoodie_stream import HoodieTable
+from hoodie_stream.cli.validate import validate
+from hoodie_stream.compaction import clean as cleaning
 from hoodie_stream.compaction.execute import compact_operation
 from hoodie_stream.compaction.operation import plan_operations
 from hoodie_stream.compaction.plan import pending_file_groups, pending_plans, schedule_compaction
@@ -25,6 +28,7 @@ from hoodie_stream.errors import HoodieConfigError, HoodieError
 from hoodie_stream.format.cdc import logging_mode
 from hoodie_stream.format.commit_metadata import CommitMetadata
 from hoodie_stream.format.fs_view import FileSystemView
+from hoodie_stream.format.time_travel import HoodieTimeTravelError
 from hoodie_stream.format.timeline import Timeline
 from hoodie_stream.format.writer import HoodieWriter
 from hoodie_stream.options import parse_compaction_options
@@ -50,6 +54,7 @@ class Workload:
         )
         self.state: dict[str, tuple[str, int, int]] = {}
         self.changes: list[tuple[str, str, str, str, int, int]] = []  # (instant, op, id, region, v, ts)
+        self.befores: list[tuple[str, str, str, int, int]] = []  # per update: (instant, id, region, v, ts) before it
         self.instants: list[str] = []
         self.file_ids: dict[str, str] = {}  # region -> its file group
 
@@ -81,6 +86,7 @@ class Workload:
                 self.state[key] = (region, v, ts)
             elif ts >= old[2]:  # the greater ordering value wins, a tie the later write
                 changes.append((instant, "u", key, region, v, ts))
+                self.befores.append((instant, key, *old))
                 self.state[key] = (region, v, ts)
         pending = pending_file_groups(Timeline(self.path))
         view = FileSystemView(self.path)
@@ -123,6 +129,16 @@ class Workload:
     def expected(self, start=None, end=None):
         return sorted(c for c in self.changes if (start is None or c[0] > start) and (end is None or c[0] <= end))
 
+    def expected_befores(self, start=None, end=None):
+        return sorted(c for c in self.befores if (start is None or c[0] > start) and (end is None or c[0] <= end))
+
+
+def update_befores(table, start=None, end=None):
+    """(ts_ms, id, region, v, ts) of the before image of every update, from the JSON form."""
+    rows = table.read_changes(start, end).to_pylist()
+    images = [(r["ts_ms"], json.loads(r["before"])) for r in rows if r["op"] == "u"]
+    return sorted((ts, b["id"], b["region"], b["v"], b["ts"]) for ts, b in images)
+
 
 def flat_changes(table, start=None, end=None):
     got = table.read_changes(start, end, flat=True)
@@ -139,10 +155,17 @@ step_strategy = st.one_of(
 )
 
 
+def cdc(mode):
+    return {**CDC, "hoodie.table.cdc.supplemental.logging.mode": mode}
+
+
+# DATA_BEFORE_AFTER: every delta commit logs its changes in .cdc files, which the reader takes as they are; the other
+# modes log nothing and the reader infers the changes from the file slices
+@pytest.mark.parametrize("mode", ["DATA_BEFORE_AFTER", "OP_KEY_ONLY"])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(step_strategy, min_size=1, max_size=9), data=st.data())
-def test_the_changelog_of_any_window_is_the_models(tmp_path_factory, steps, data):
-    w = Workload(str(tmp_path_factory.mktemp("cdc")))
+def test_the_changelog_of_any_window_is_the_models(tmp_path_factory, mode, steps, data):
+    w = Workload(str(tmp_path_factory.mktemp("cdc")), extra=cdc(mode))
     for step in steps:
         if step == "schedule":
             w.schedule()
@@ -152,15 +175,51 @@ def test_the_changelog_of_any_window_is_the_models(tmp_path_factory, steps, data
             w.commit(step)
     table = HoodieTable(w.path)
     assert flat_changes(table) == w.expected()
+    assert update_befores(table) == w.expected_befores()
     if w.instants:
         bounds = [None, *w.instants]
         start = data.draw(st.sampled_from(bounds), "start")
         end = data.draw(st.sampled_from([b for b in bounds[1:] if start is None or b > start] or [None]), "end")
         assert flat_changes(table, start, end) == w.expected(start, end)
+        assert update_befores(table, start, end) == w.expected_befores(start, end)
 
 
-def test_before_and_after_images_carry_the_records_as_json(tmp_path):
+def test_changes_logged_at_write_time_carry_the_data_fields_as_hudi_reads_them(tmp_path):
+    """DATA_BEFORE_AFTER: the .cdc files' images are the records without their meta fields, in schema order."""
     w = Workload(str(tmp_path / "t"))
+    w.commit({"k0": ("upsert", "r0", 1, 1), "k1": ("upsert", "r0", 2, 1)})
+    w.commit({"k0": ("upsert", "r0", 10, 2), "k1": ("delete",), "k2": ("upsert", "r0", 3, 1)})
+    w.commit({"k0": ("upsert", "r0", 99, 0)})  # loses to ts 2: no change, an empty .cdc file
+    table = HoodieTable(w.path)
+    logged = [
+        (p, s.path)
+        for i in w.instants
+        for s in table.timeline.read_commit_metadata(i).all_write_stats()
+        for p in s.cdc_stats or {}
+    ]
+    assert len(logged) == 3 and all(
+        p.endswith(".cdc") and p.rpartition("/")[0] == d.rpartition("/")[0] for p, d in logged
+    )
+    changes = table.read_changes(start=w.instants[0])
+    got = {(r["op"], r["ts_ms"]): (r["before"], r["after"]) for r in changes.to_pylist()}
+    i2 = w.instants[1]
+    assert got == {
+        ("u", i2): ('{"id": "k0", "region": "r0", "v": 1, "ts": 1}', '{"id": "k0", "region": "r0", "v": 10, "ts": 2}'),
+        ("d", i2): ('{"id": "k1", "region": "r0", "v": 2, "ts": 1}', None),
+        ("i", i2): (None, '{"id": "k2", "region": "r0", "v": 3, "ts": 1}'),
+    }
+    flat = table.read_changes(start=w.instants[0], flat=True).to_pylist()
+    assert {
+        (r["op"], r["_hoodie_record_key"], r["_hoodie_partition_path"], r["_hoodie_commit_time"]) for r in flat
+    } == {
+        ("u", "k0", "r0", i2),
+        ("d", "k1", "r0", i2),
+        ("i", "k2", "r0", i2),
+    }
+
+
+def test_inferred_before_and_after_images_carry_the_records_as_json(tmp_path):
+    w = Workload(str(tmp_path / "t"), extra=cdc("OP_KEY_ONLY"))
     w.commit({"k0": ("upsert", "r0", 1, 1), "k1": ("upsert", "r0", 2, 1)})
     w.commit({"k0": ("upsert", "r0", 10, 2), "k1": ("delete",), "k2": ("upsert", "r0", 3, 1)})
     w.commit({"k0": ("upsert", "r0", 99, 0)})  # loses to ts 2: no change
@@ -210,3 +269,39 @@ def test_logging_modes_are_hudis_in_any_case():
     assert logging_mode("Op_Key_Only") == "OP_KEY_ONLY"
     with pytest.raises(HoodieConfigError, match="hoodie.table.cdc.supplemental.logging.mode.*cdc_data_before"):
         logging_mode("cdc_data_before")
+
+
+def _cdc_files(path):
+    return sorted(str(p.relative_to(path)) for p in Path(path).rglob("*.cdc"))
+
+
+def test_cdc_files_go_with_their_slice_when_cleaned_and_with_their_instant_when_rolled_back(tmp_path):
+    w = Workload(str(tmp_path / "t"))
+    w.commit({"k0": ("upsert", "r0", 1, 1), "k1": ("upsert", "r1", 1, 1)})
+    w.commit({"k0": ("upsert", "r0", 2, 2)})
+    w.run_compactions()
+    w.commit({"k0": ("upsert", "r0", 3, 3), "k1": ("upsert", "r1", 3, 3)})
+    before_clean = _cdc_files(w.path)
+    assert len(before_clean) == 5  # r0: three delta commits, r1: two
+    opts = parse_compaction_options({"clean.policy": "KEEP_LATEST_FILE_VERSIONS", "clean.retain_file_versions": "1"})
+    assert cleaning.clean(w.path, Timeline(w.path), opts) > 0
+    # the slices before the compaction are gone with their .cdc files; the last commit's are kept
+    latest = {s.base_instant for s in FileSystemView(w.path).latest_slices()}
+    assert _cdc_files(w.path) == [f for f in before_clean if f.split("_")[1].split(".")[0] in latest]
+    assert len(_cdc_files(w.path)) == 2
+    report = validate(HoodieTable(w.path))
+    assert report.valid, report.text()
+    # a failed delta commit's .cdc files are removed with its log files
+    txn = w.writer.start()
+    fs = next(s for s in FileSystemView(w.path).latest_slices("r0"))
+    rows = pa.table({"id": ["k0"], "region": ["r0"], "v": [4], "ts": [4]}, schema=SCHEMA)
+    stat = txn.append_log("r0", fs.file_id, fs.base_instant, rows)
+    assert stat.cdc_stats and _cdc_files(w.path) != sorted(set(_cdc_files(w.path)) - set(stat.cdc_stats))
+    txn.rollback()
+    assert _cdc_files(w.path) == sorted(f for f in before_clean if f.split("_")[1].split(".")[0] in latest)
+    # the history the clean removed cannot be read any more, the rest can
+    with pytest.raises(
+        HoodieTimeTravelError, match=r"changelog window \(None, None\] reads r0/.*\.log\.1_0-0-0, which a clean"
+    ):
+        flat_changes(HoodieTable(w.path))
+    assert flat_changes(HoodieTable(w.path), w.instants[1]) == w.expected(w.instants[1])

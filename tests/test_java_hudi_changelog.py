@@ -76,10 +76,13 @@ MAKERS = {
 MODES = ("DATA_BEFORE_AFTER", "DATA_BEFORE", "OP_KEY_ONLY")
 
 
-# Hudi 0.15's CDC reader takes the changes of a log file against the file slice its delta commit's write stat names
-# (HoodieCDCExtractor, the LOG_FILE case); for a slice of log files only (a new file group, or the slice a pending
-# compaction opened) the stat names no base file, the reader opens the partition directory as one and fails
-# (apache/hudi#10458, open). Hudi 1.2's CDC reader does not read version 6 commit metadata at all.
+# Hudi 0.15's CDC reader takes the changes of a log file without a `.cdc` file against the file slice its delta
+# commit's write stat names (HoodieCDCExtractor, the LOG_FILE case); for a slice of log files only (a new file group,
+# or the slice a pending compaction opened) the stat names no base file, the reader opens the partition directory as
+# one and fails (apache/hudi#10458, open). In DATA_BEFORE_AFTER mode the sink logs every log file's changes in a
+# `.cdc` file, which Hudi reads as it is (AS_IS), so there it answers every window; in the other two modes Hudi
+# would read the write's base file beside a `.cdc` file, which a log write has none of, so the sink logs nothing
+# and Hudi infers. Hudi 1.2's CDC reader does not read version 6 commit metadata at all.
 LOG_ONLY_SLICE = "(Is a directory)"
 
 
@@ -123,21 +126,31 @@ def _row_image(row):
     )
 
 
-# the logging mode changes nothing the sink writes (no .cdc files) nor how either reader finds the changes of its
-# tables: every mode on the first kind of table, the default mode on the others
-CASES = [("plain", mode) for mode in MODES] + [(name, MODES[0]) for name in sorted(MAKERS) if name != "plain"]
+# every mode on the first kind of table and the one of log-only slices, the default mode on the others
+CASES = [(name, mode) for name in ("plain", "chain_only") for mode in MODES] + [
+    (name, MODES[0]) for name in sorted(MAKERS) if name not in ("plain", "chain_only")
+]
 
 
 @pytest.mark.parametrize(("name", "mode"), CASES)
 def test_our_changelog_is_hudis(spark, java_hudi, tmp_path, name, mode):
     """Every window from each commit on: where Hudi 0.15's CDC query answers, ours is the same; where it fails, it is
-    on a slice of log files only (the known bug above). And every commit's changes are those between Apache Hudi's
-    own snapshots as of it and as of the instant before."""
+    on a slice of log files only without `.cdc` files (the known bug above), which the default mode never leaves.
+    And every commit's changes are those between Apache Hudi's own snapshots as of it and as of the instant
+    before."""
     path = str(tmp_path / name)
     with cdc_tables(mode):
         MAKERS[name](spark, path)
     table = HoodieTable(path)
     assert table.config.props["hoodie.table.cdc.supplemental.logging.mode"] == mode
+    logged = mode == "DATA_BEFORE_AFTER"
+    delta_stats = [
+        stat
+        for inst in table.timeline.commits_timeline()
+        for stat in table.timeline.read_commit_metadata(inst.timestamp).all_write_stats()
+        if stat.is_delta
+    ]
+    assert delta_stats and all(bool(stat.cdc_stats) == logged for stat in delta_stats), mode
     hudi = java_hudi(ORACLE)
     instants = [i.timestamp for i in table.timeline.commits_timeline()]
     for begin in ["0", *instants[:-1]]:
@@ -145,7 +158,7 @@ def test_our_changelog_is_hudis(spark, java_hudi, tmp_path, name, mode):
         try:
             theirs = changes(hudi.read(path, cdc_query(begin)))
         except jh.JavaHudiError as err:
-            assert LOG_ONLY_SLICE in str(err) and reads_a_log_only_slice(table, begin), err
+            assert not logged and LOG_ONLY_SLICE in str(err) and reads_a_log_only_slice(table, begin), err
             continue
         assert ours == theirs, (begin, ours - theirs, theirs - ours)
     assert changes(table.read_changes()) == snapshot_changes(hudi, path, table)

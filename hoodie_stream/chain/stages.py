@@ -76,6 +76,9 @@ class WriteSpec:
     task_max_bytes: int  # write.task.max.size: the largest bucket is flushed when the task's buffers pass it
     # {(partition, file id): compaction instant} of file groups in a pending compaction
     pending_compactions: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    # the table logs its changes at write time (CDC enabled, supplemental logging DATA_BEFORE_AFTER): each log file
+    # written gets a `.cdc` file beside it (format/cdc_log.py)
+    cdc_logging: bool = False
 
 
 @dataclass(frozen=True)

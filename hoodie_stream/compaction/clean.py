@@ -64,7 +64,10 @@ def files_to_clean(storage, timeline, opts, now=None):
             keep_from = at_or_before[-1] if at_or_before else 0
         keep_from = min(max(0, keep_from), len(slices) - 1)
         for s in slices[:keep_from]:
-            names = ([s.base_file] if s.base_file else []) + s.log_file_names()
+            # a slice's `.cdc` files go with it, as Hudi's cleaner removes them
+            names = (
+                ([s.base_file] if s.base_file else []) + s.log_file_names() + group.cdc_files.get(s.base_instant, [])
+            )
             if names:
                 doomed.setdefault(group.partition, []).extend(names)
     return doomed, earliest

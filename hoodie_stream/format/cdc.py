@@ -38,8 +38,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import HoodieConfigError, HoodieError
+from .avro_decoder import decode_records
+from .data_block import avro_record_bounds
 from .fs_view import FileSlice, FileSystemView
+from .log_block import BlockType, HeaderKey
+from .log_reader import read_log_file
 from .merge import KEY, Version, merge
+from .time_travel import HoodieTimeTravelError, cleaned_files, earliest_retained
 
 if TYPE_CHECKING:
     from .reader import HoodieTable
@@ -100,11 +105,13 @@ def check_cdc_table(table: HoodieTable) -> None:
 @dataclass(frozen=True)
 class GroupState:
     """A file group as of an instant: its latest file slice then (None: no slice, no records) and the instants
-    whose log blocks count."""
+    whose log blocks count; `logged`: the `.cdc` files (DATA_BEFORE_AFTER) in which the writes of the instant to
+    the group logged their changes, None when they logged none (the changes are then inferred)."""
 
     as_of: str | None
     file_slice: FileSlice | None
     committed: AbstractSet[str]
+    logged: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +150,9 @@ def plan_changes(table: HoodieTable, start: str | None, end: str | None) -> list
     check_cdc_table(table)
     timeline = table.timeline
     plans: dict[tuple[str, str], list[str | None]] = {}  # group -> [previous instant, its window instants...]
+    logged: dict[tuple[str | None, tuple[str, str]], tuple[str, ...]] = {}  # (instant, group) -> its `.cdc` files
+    as_is = table_logging_mode(table.config.props) == DEFAULT_LOGGING_MODE  # .cdc files hold both images
+    cleaned = cleaned_files(timeline)
     previous = None
     for inst in timeline.commits_timeline():
         ts = inst.timestamp
@@ -151,9 +161,16 @@ def plan_changes(table: HoodieTable, start: str | None, end: str | None) -> list
         if start is None or ts > start:
             meta = timeline.read_commit_metadata(ts)
             if str(meta.operation_type).upper() in DATA_CHANGE_OPERATIONS:
-                groups = {(s.partition_path or "", s.file_id) for s in meta.all_write_stats() if s.file_id}
+                stats = [s for s in meta.all_write_stats() if s.file_id]
+                if cleaned:
+                    _check_not_cleaned(table, stats, cleaned, start, end)
+                groups = {(s.partition_path or "", s.file_id) for s in stats}
+                replaced: set[tuple[str, str]] = set()
                 for partition, ids in (meta.partition_to_replace_file_ids or {}).items():
-                    groups.update((partition, fid) for fid in ids)
+                    replaced.update((partition, fid) for fid in ids)
+                groups |= replaced
+                if as_is:
+                    logged.update(_logged_files(ts, stats, groups - replaced))
                 for group in groups:
                     plans.setdefault(group, [previous]).append(ts)
         previous = ts
@@ -170,16 +187,48 @@ def plan_changes(table: HoodieTable, start: str | None, end: str | None) -> list
         for partition in sorted({p for p, _ in groups}):
             for fs in view.latest_slices(partition):
                 if (partition, fs.file_id) in groups:
-                    found[(ts, (partition, fs.file_id))] = GroupState(ts, fs, view.committed)
+                    found[(ts, (partition, fs.file_id))] = GroupState(
+                        ts, fs, view.committed, logged.get((ts, (partition, fs.file_id)))
+                    )
     empty = frozenset[str]()
     return [
         GroupChanges(
             partition,
             file_id,
-            tuple(found.get((ts, (partition, file_id))) or GroupState(ts, None, empty) for ts in instants),
+            tuple(
+                found.get((ts, (partition, file_id)))
+                or GroupState(ts, None, empty, logged.get((ts, (partition, file_id))))
+                for ts in instants
+            ),
         )
         for (partition, file_id), instants in sorted(plans.items())
     ]
+
+
+def _check_not_cleaned(table, stats, cleaned, start, end):
+    """Refuse a window whose commits' files (data, `.cdc`) a clean deleted, naming the first (Hudi's CDC query fails
+    on it too)."""
+    for s in stats:
+        for path in [s.path, *(s.cdc_stats or {})]:
+            if path and path.rpartition("/")[2] in cleaned:
+                raise HoodieTimeTravelError(
+                    f"{table.path}: the changelog window ({start}, {end}] reads {path}, which a clean deleted (the "
+                    f"earliest commit retained: {earliest_retained(table.timeline)}); read from a later start or "
+                    "retain more commits (clean.retain_commits)"
+                )
+
+
+def _logged_files(ts, stats, groups):
+    """{(ts, group): its `.cdc` files} of the groups every write stat of which names `.cdc` files (cdcStats)."""
+    out: dict[tuple[str | None, tuple[str, str]], tuple[str, ...]] = {}
+    by_group: dict[tuple[str, str], list] = {}
+    for s in stats:
+        by_group.setdefault((s.partition_path or "", s.file_id), []).append(s)
+    for group in groups:
+        group_stats = by_group.get(group, [])
+        if group_stats and all(s.cdc_stats for s in group_stats):
+            out[(ts, group)] = tuple(p for s in group_stats for p in sorted(s.cdc_stats))
+    return out
 
 
 def group_changes(table: HoodieTable, plan: GroupChanges, schema: pa.Schema, flat: bool = False) -> pa.Table:
@@ -193,28 +242,102 @@ def group_changes(table: HoodieTable, plan: GroupChanges, schema: pa.Schema, fla
     out = changes_schema(schema, flat)
     tables = []
     previous = plan.states[0]
-    before = _state_records(table, previous, schema)
+    before = None  # the records of `previous`, read when a state's changes are inferred
     for state in plan.states[1:]:
+        if state.logged is not None:  # logged at write time: taken as they are (Hudi's AS_IS)
+            tables.append(_logged_changes(table, plan.partition, state, schema, flat).cast(out))
+            previous, before = state, None
+            continue
+        if before is None:
+            before = _state_records(table, previous, schema)
         touched = None  # the keys the instant's blocks hold: only they can change (None: any)
         if _foldable(previous, state):
             after, touched = _merged(table, before, previous, state, schema)
         else:
             after = _state_records(table, state, schema)
-        old_live, new_live = _live(before), _live(after)
-        if touched is not None:
-            old_live = old_live.filter(pc.is_in(old_live[KEY], value_set=touched))
-            new_live = new_live.filter(pc.is_in(new_live[KEY], value_set=touched))
-        for ts, op, rows, old in _diff(state.as_of, old_live, new_live):
+        old_live, new_live = live(before, touched), live(after, touched)
+        for ts, op, rows, old in diff(state.as_of, old_live, new_live):
             piece = _flat(op, ts, rows) if flat else _cdc_rows(op, ts, rows, old)
             tables.append(piece.cast(out))
         previous, before = state, after
     return pa.concat_tables(tables) if tables else out.empty_table()
 
 
+def _logged_changes(table: HoodieTable, partition: str, state: GroupState, schema: pa.Schema, flat: bool) -> pa.Table:
+    """The changes of a state's `.cdc` files (DATA_BEFORE_AFTER records: op, ts_ms, before, after): as Hudi reads
+    them, the images with the data fields only; in the flat form the row's columns, the meta fields filled where
+    known (commit time, record key from the key generator, partition path)."""
+    records = logged_records(table, state.logged or ())
+    ts = state.as_of or ""
+    n = records.num_rows
+    if not flat:
+        return pa.table(
+            {
+                "op": records["op"],
+                "ts_ms": pa.array([ts] * n, pa.string()),
+                "before": pa.array(_json_images(records["before"]), pa.string()),
+                "after": pa.array(_json_images(records["after"]), pa.string()),
+            }
+        )
+    pieces = []
+    for op in (INSERT, UPDATE, DELETE):
+        picked = records.filter(pc.equal(records["op"], op))
+        if not picked.num_rows:
+            continue
+        image = picked["before" if op == DELETE else "after"].combine_chunks()
+        rows = pa.Table.from_arrays(image.flatten(), names=[f.name for f in image.type])
+        columns = {}
+        for field in schema:
+            if field.name in rows.column_names:
+                columns[field.name] = rows[field.name].cast(field.type)
+            elif field.name == "_hoodie_commit_time":
+                columns[field.name] = pa.array([ts] * rows.num_rows, field.type)
+            elif field.name == KEY:
+                columns[field.name] = table.keygen().record_keys(rows).cast(field.type)
+            elif field.name == "_hoodie_partition_path":
+                columns[field.name] = pa.array([partition] * rows.num_rows, field.type)
+            else:
+                columns[field.name] = pa.nulls(rows.num_rows, field.type)
+        pieces.append(_flat(op, ts, pa.table(columns, schema=schema)))
+    return pa.concat_tables(pieces) if pieces else changes_schema(schema, True).empty_table()
+
+
+def logged_records(table: HoodieTable, paths: tuple[str, ...] | list[str]) -> pa.Table:
+    """The CDC records of `.cdc` files (their CDC_DATA blocks, decoded with the blocks' own schema)."""
+    tables = []
+    for path in paths:
+        for block in read_log_file(table.storage, path):
+            if block.block_type != BlockType.CDC_DATA:
+                continue
+            starts, ends = avro_record_bounds(block.content)
+            writer_schema = json.loads(block.header[HeaderKey.SCHEMA])
+            tables.append(decode_records(block.content, starts, writer_schema, ends=ends))
+    tables = [t for t in tables if t.num_rows]
+    if not tables:
+        return (
+            pa.table({"op": pa.array([], pa.string())})
+            .append_column("before", pa.nulls(0))
+            .append_column("after", pa.nulls(0))
+        )
+    return pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
+
+
+def _json_images(images: pa.ChunkedArray | pa.Array) -> list[str | None]:
+    """Each image of a CDC record's struct column as JSON text (None for a missing one)."""
+    if isinstance(images, pa.ChunkedArray):
+        images = images.combine_chunks()
+    if pa.types.is_null(images.type) or not len(images):
+        return [None] * len(images)
+    rows = pa.Table.from_arrays(images.flatten(), names=[f.name for f in images.type])
+    texts = _json_rows(rows)
+    valid = images.is_valid().to_pylist()
+    return [t if ok else None for t, ok in zip(texts, valid, strict=True)]
+
+
 def _state_records(table: HoodieTable, state: GroupState, schema: pa.Schema) -> pa.Table:
     """The merged records of a state's slice, deleted keys kept (marked in DELETED)."""
     if state.file_slice is None:
-        return schema.empty_table().append_column(DELETED, pa.array([], pa.bool_()))
+        return no_records(schema)
     return table.read_slice(state.file_slice, state.committed, schema, keep_deletes=True)
 
 
@@ -233,27 +356,44 @@ def _merged(
 ) -> tuple[pa.Table, pa.Array]:
     """`before` (`old`'s records with DELETED) with the blocks of the instants that count in `new` and not in `old`
     merged in, and the keys of those blocks."""
-    deleted = before[DELETED]
-    versions = [
-        Version(before.filter(pc.invert(deleted)).drop_columns([DELETED])),
-        Version(before.filter(deleted).drop_columns([DELETED]), is_delete=True),
-    ]
 
     def counts(instant):
         return instant in new.committed and instant not in old.committed
 
     paths = new.file_slice.log_file_paths if new.file_slice is not None else []
     added = table.log_versions(paths, counts, schema)
-    keys = [v.table[KEY] for v in added if v.table.num_rows]
-    touched = pc.unique(pa.chunked_array(keys, pa.string())) if keys else pa.array([], pa.string())
-    return merge(versions + added, schema, *table.merge_rule(schema), keep_deletes=True), touched
+    return fold(table, before, added, schema), version_keys(added)
 
 
-def _live(records: pa.Table) -> pa.Table:
-    return records.filter(pc.invert(records[DELETED])).drop_columns([DELETED])
+def fold(table: HoodieTable, before: pa.Table, added: list[Version], schema: pa.Schema) -> pa.Table:
+    """A file group's records `before` (with DELETED: deleted keys kept, so a delete's ordering value still counts)
+    with the versions `added` (log blocks, `HoodieTable.log_versions`) merged in, with DELETED."""
+    deleted = before[DELETED]
+    versions = [
+        Version(before.filter(pc.invert(deleted)).drop_columns([DELETED])),
+        Version(before.filter(deleted).drop_columns([DELETED]), is_delete=True),
+    ]
+    return merge(versions + added, schema, *table.merge_rule(schema), keep_deletes=True)
 
 
-def _diff(ts, before, after):
+def version_keys(versions: list[Version]) -> pa.Array:
+    """The distinct record keys of merge versions."""
+    keys = [v.table[KEY] for v in versions if v.table.num_rows]
+    return pc.unique(pa.chunked_array(keys, pa.string())) if keys else pa.array([], pa.string())
+
+
+def live(records: pa.Table, keys: pa.Array | None = None) -> pa.Table:
+    """The records of a state (with DELETED) that are not deleted, only those of `keys` when given."""
+    out = records.filter(pc.invert(records[DELETED])).drop_columns([DELETED])
+    return out if keys is None else out.filter(pc.is_in(out[KEY], value_set=keys))
+
+
+def no_records(schema: pa.Schema) -> pa.Table:
+    """The state of a file group without records (with DELETED)."""
+    return schema.empty_table().append_column(DELETED, pa.array([], pa.bool_()))
+
+
+def diff(ts, before, after):
     """(ts, op, rows, before rows) for the inserts, updates and deletes between two states of one file group."""
     after_known = pc.is_in(after[KEY], value_set=before[KEY])
     before_kept = pc.is_in(before[KEY], value_set=after[KEY])

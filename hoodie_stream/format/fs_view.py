@@ -75,6 +75,7 @@ class FileGroup:
     file_id: str
     base_files: dict = field(default_factory=dict)  # base instant -> base file name
     log_files: dict = field(default_factory=dict)  # base instant -> [LogFileName]
+    cdc_files: dict = field(default_factory=dict)  # base instant -> [name] of its `.cdc` files (not data)
     sizes: dict = field(default_factory=dict, compare=False)  # file name -> bytes, as listed
 
     def base_instants(self):
@@ -113,10 +114,13 @@ def file_groups_of(partition, files):
             group.base_files[parsed.instant] = name if previous is None else min(previous, name)
             continue
         parsed = parse_log_file_name(name)
-        if parsed is not None and not parsed.is_cdc:
+        if parsed is not None:
             group = groups.setdefault(parsed.file_id, FileGroup(partition, parsed.file_id))
             group.sizes[name] = size
-            group.log_files.setdefault(parsed.base_instant, []).append(parsed)
+            if parsed.is_cdc:
+                group.cdc_files.setdefault(parsed.base_instant, []).append(name)
+            else:
+                group.log_files.setdefault(parsed.base_instant, []).append(parsed)
     return [groups[k] for k in sorted(groups)]
 
 
@@ -277,6 +281,8 @@ class _Listings:
                         continue
                     part = stat.partition_path if stat.partition_path is not None else partition
                     self._add(part or "", _name(stat.path), int(stat.file_size_in_bytes or 0))
+                    for path, size in (stat.cdc_stats or {}).items():
+                        self._add(part or "", _name(path), int(size or 0))
             return True
         if inst.action in ("clean", "rollback"):
             meta = timeline.read_avro(inst)

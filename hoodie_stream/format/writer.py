@@ -21,6 +21,8 @@ from ..errors import HoodieError, HoodieTimelineError
 from ..storage import Storage, storage_for
 from .avro_schema import arrow_to_avro_schema, avro_to_arrow_schema
 from .base_file import DEFAULT_COMPRESSION, parquet_compression
+from .cdc import table_logging_mode
+from .cdc_log import LOGGED_MODES, ChangeLogger
 from .commit_metadata import CommitMetadata, WriteStat
 from .file_names import new_file_id
 from .keygen import make_key_generator
@@ -157,6 +159,7 @@ class Transaction:
         self.avro_schema = writer.avro_schema()
         self.arrow_schema = avro_to_arrow_schema(self.avro_schema)
         self._partitions = set()
+        self._changes = None  # the `.cdc` files' writer (a table logging its changes: format/cdc_log.py)
         timeline = writer.timeline
         if instant is None:
             self.instant = instant = timeline.create_new(action)
@@ -216,6 +219,10 @@ class Transaction:
             new_file_group=new_file_group,
         )
         if stat is not None:
+            if self.action == "deltacommit" and table_logging_mode(self.writer.config.props) in LOGGED_MODES:
+                if self._changes is None:
+                    self._changes = ChangeLogger(self.storage, self.instant, self.avro_schema)
+                self._changes.log(stat)
             self.stats.append(stat)
         return stat
 

@@ -73,8 +73,9 @@ def parse_task_results(rows):
 
 def reconcile_markers(storage, instant, stats):
     """Delete files a failed or speculative task attempt wrote (they have markers but no write stat), as Hudi
-    does before completing an instant. Returns the paths removed."""
-    written = {s.path for s in stats}
+    does before completing an instant (a write stat's `.cdc` files, named in its cdcStats, are kept). Returns the
+    paths removed."""
+    written = {s.path for s in stats} | {p for s in stats for p in s.cdc_stats or {}}
     return [rel for rel, _io in list_markers(storage, instant) if rel not in written and storage.delete(rel)]
 
 

@@ -37,6 +37,7 @@ from ..compaction.service import TableServices
 from ..errors import HoodieConfigError, HoodieError, HoodieTableError, HoodieUnplannedInputError
 from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema, decimal_widens
 from ..format.cdc import CDC_ENABLED, LOGGING_MODE, table_logging_mode
+from ..format.cdc_log import LOGGED_MODES
 from ..format.merge import merge_mode
 from ..format.metadata_table import remove_metadata_table
 from ..format.table_lock import TableLease, query_lease
@@ -596,6 +597,7 @@ class HoodieStreamSink:
                 batch_size_bytes=o.batch_size_bytes,
                 task_max_bytes=o.task_max_size_bytes,
                 pending_compactions=pending_file_groups(timeline),
+                cdc_logging=table_logging_mode(writer.config.props) in LOGGED_MODES,
             ),
         )
         # each file group to its write task (write_tasks.py: balanced by recent load, one task per file group)

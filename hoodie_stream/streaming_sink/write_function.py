@@ -22,6 +22,7 @@ from ..chain import worker_memory
 from ..chain.columns import FILE_ID, KEY, KIND, PARTITION, SEQ, RecordKind
 from ..chain.stages import BatchContext, WriteSpec
 from ..errors import HoodieTimelineError, in_task
+from ..format.cdc_log import ChangeLogger
 from ..format.file_names import write_token
 from ..format.fs_view import FileSystemView, list_file_groups
 from ..format.instant import INFLIGHT, Instant
@@ -148,6 +149,7 @@ class BufferedWriter:
         self._partitions = set()  # partitions whose .hoodie_partition_metadata this task made sure of
         self._freed = 0  # Arrow bytes flushed since memory was last given back
         self._timeline = None
+        self._changes = None  # the `.cdc` files' writer (spec.cdc_logging)
 
     # -- buffering -----------------------------------------------------------------------------------------
     def add(self, table):
@@ -211,6 +213,12 @@ class BufferedWriter:
         self.flushes[cause] += 1
         stat = self._append(file_id, bucket)
         if stat is not None:
+            if self.fn.spec.cdc_logging:
+                if self._changes is None:
+                    self._changes = ChangeLogger(
+                        self.fn.context.storage, self.fn.context.instant, self.fn.spec.avro_schema
+                    )
+                self._changes.log(stat)
             self.stats.append(stat)
         # the bucket's rows and the flush's transients are freed by now; giving pages back costs page faults when
         # they are needed again, so it is done once a few MB have been freed, not after every small flush
@@ -305,7 +313,7 @@ class BufferedWriter:
         it was rolled back."""
         if instant_pending(self.fn.context):
             return False
-        logs = [s.path for s in self.stats]
+        logs = [s.path for s in self.stats] + [p for s in self.stats for p in s.cdc_stats or {}]
         markers = [join(marker_dir(self.fn.context.instant), marker_name(p, "APPEND")) for p in logs]
         self.fn.context.storage.delete_many(logs + markers)
         return True
