@@ -8,11 +8,15 @@ hoodie.table.cdc.enabled=true, then --commits delta commits of --batch records e
 - incremental, last commit / all commits: the latest state of the records the window wrote;
 - changes, last commit / all commits: read_changes, Hudi's JSON form and the flat form.
 
-A changelog read of a window reads, for every file group the window's commits wrote, the group's records before
-the window and after each commit: its cost grows with the file groups written and the commits in the window, not
-with the records changed. Printed: seconds, rows returned, and each read's ratio to the snapshot read.
+--mode is the table's supplemental logging mode. In DATA_BEFORE_AFTER (the default) every delta commit logs its
+changes in .cdc files as it writes, and a changelog read takes them as they are: its cost is that of the changes.
+In the other modes nothing is logged and the changes are inferred: for every file group the window's commits
+wrote, the group's records before the window and after each commit, a cost that grows with the file groups written
+and the commits in the window, not with the records changed. Printed: seconds, rows returned, and each read's ratio
+to the snapshot read.
 
     python benchmarks/changelog_bench.py [--rows 1000000] [--groups 8] [--commits 5] [--batch 100000]
+                                         [--mode DATA_BEFORE_AFTER|DATA_BEFORE|OP_KEY_ONLY]
 """
 
 import argparse
@@ -28,7 +32,7 @@ from hoodie_stream import HoodieTable
 from hoodie_stream.format.writer import HoodieWriter
 
 
-def build(path, rows, groups, commits, batch, rng):
+def build(path, rows, groups, commits, batch, rng, mode):
     schema = common.trips_schema()
     writer = HoodieWriter.create(
         path,
@@ -36,7 +40,7 @@ def build(path, rows, groups, commits, batch, rng):
         record_key_fields=["id"],
         schema=schema,
         precombine_field="ts",
-        extra={"hoodie.table.cdc.enabled": "true"},
+        extra={"hoodie.table.cdc.enabled": "true", "hoodie.table.cdc.supplemental.logging.mode": mode},
     )
     txn = writer.start(operation="BULK_INSERT", action="commit")
     per = rows // groups
@@ -84,14 +88,15 @@ def main():
     ap.add_argument("--commits", type=int, default=5)
     ap.add_argument("--batch", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--mode", default="DATA_BEFORE_AFTER", choices=["DATA_BEFORE_AFTER", "DATA_BEFORE", "OP_KEY_ONLY"])
     args = ap.parse_args()
     rng = np.random.default_rng(7)
     with tempfile.TemporaryDirectory(prefix="changelog-bench-") as tmp:
         t0 = time.perf_counter()
-        table = build(f"{tmp}/t", args.rows, args.groups, args.commits, args.batch, rng)
+        table = build(f"{tmp}/t", args.rows, args.groups, args.commits, args.batch, rng, args.mode)
         print(
             f"changelog_bench: {args.rows:,} rows in {args.groups} file groups, then {args.commits} delta commits of "
-            f"{args.batch:,} records (built in {time.perf_counter() - t0:.1f}s)"
+            f"{args.batch:,} records, logging mode {args.mode} (built in {time.perf_counter() - t0:.1f}s)"
         )
         instants = [i.timestamp for i in table.timeline.commits_timeline()]
         first, last_but_one = instants[0], instants[-2]

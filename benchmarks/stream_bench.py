@@ -52,6 +52,13 @@ of its Spark stages). `--profile` adds a cProfile of the sink's three mapInArrow
          index, async compaction), and with the BUCKET index (`--hudi-buckets`); each replays the same batches alone
          after the other systems, as sink_c does. The summary gives the sink's speed against them.
 
+- cdc_before_after, cdc_before, cdc_op_key: the sink on a table of its own created with `hoodie.table.cdc.enabled`
+         in each supplemental logging mode (DATA_BEFORE_AFTER, DATA_BEFORE, OP_KEY_ONLY), built with the same chunks
+         and given the same batches, interleaved with `sink` (the order of the systems rotating from batch to batch).
+         In DATA_BEFORE_AFTER every log file gets a `.cdc` file of its changes, which costs a read of the file
+         group's records before the batch; the other two modes write nothing more. The summary gives each mode's
+         latency against the sink's (its write overhead per CDC batch).
+
 Table services (for `sink`): compaction scheduling is off unless `--compaction` (then the sink's defaults: a plan every 5 delta
 commits, executed asynchronously on the same two cores); cleaning runs with its defaults.
 
@@ -282,6 +289,11 @@ def delta_merge(path, batch_dir, codec):
 
 # -- figures -----------------------------------------------------------------------------------------------
 SINK_C = "sink_c"  # the sink with async compaction
+CDC_SYSTEMS = {  # the sink on a table with CDC enabled in each supplemental logging mode
+    "cdc_before_after": "DATA_BEFORE_AFTER",
+    "cdc_before": "DATA_BEFORE",
+    "cdc_op_key": "OP_KEY_ONLY",
+}
 
 
 def p99(values):
@@ -455,6 +467,15 @@ def main(argv=None):
 
     codec = parse_options("bench", options).parquet_codec  # every system writes the sink's codec
     sink = HoodieStreamSink(hudi_path, options)  # one writer: it also builds the table (upserts of new keys)
+    cdc_sinks = {
+        system: HoodieStreamSink(
+            os.path.join(work, system),
+            {**options, "hoodie.table.cdc.enabled": "true", "hoodie.table.cdc.supplemental.logging.mode": mode},
+        )
+        for system, mode in CDC_SYSTEMS.items()
+        if system in systems
+    }
+    cdc_ids = dict.fromkeys(cdc_sinks, 0)  # each CDC sink's next batch id
     timed = Timed(spark)
     work_load = Workload()
     results = Results()
@@ -486,6 +507,10 @@ def main(argv=None):
                     el, _, _ = timed(lambda: sink(read(spark, d), batch_id))
                     batch_id += 1
                     print(f"  build: sink inserted {n:,} rows in {el:.1f}s ({n / el:,.0f} rows/s)")
+                for system, cdc_sink in cdc_sinks.items():
+                    el, _, _ = timed(lambda cdc_sink=cdc_sink, system=system: cdc_sink(read(spark, d), cdc_ids[system]))
+                    cdc_ids[system] += 1
+                    print(f"  build: {system} inserted {n:,} rows in {el:.1f}s")
                 if "delta" in systems:
                     t0 = time.perf_counter()
                     write_deltalake(
@@ -500,7 +525,8 @@ def main(argv=None):
                 d = write_batch(table, os.path.join(work, "batches", f"{batch_no:04d}"))
                 measured = k >= args.warmup
                 history.append((size, d, measured, mix))
-                for system in systems:
+                turn = k % len(systems)
+                for system in systems[turn:] + systems[:turn]:  # the order rotates from batch to batch
                     if system == SINK_C or system in PEERS:
                         continue  # replayed after the other systems (below)
                     if system == "sink":
@@ -509,6 +535,11 @@ def main(argv=None):
                         r = sink.last_result
                         if r.num_writes != mix["updates"] + mix["inserts"] or r.num_deletes != mix["deletes"]:
                             print(f"  WARNING: sink wrote {r.num_writes} records and {r.num_deletes} deletes for {mix}")
+                    elif system in cdc_sinks:
+                        el, stages, span = timed(
+                            lambda system=system: cdc_sinks[system](read(spark, d), cdc_ids[system])
+                        )
+                        cdc_ids[system] += 1
                     elif system == "floor":
                         el, stages, span = timed(lambda: floor(read(spark, d)))
                     elif system == "delta":
@@ -563,6 +594,8 @@ def main(argv=None):
             shutil.rmtree(d, ignore_errors=True)
         rss.stop()
         sink.close()
+        for cdc_sink in cdc_sinks.values():
+            cdc_sink.close()
         spark.stop()
         if not args.keep and not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
@@ -583,6 +616,15 @@ def main(argv=None):
             print(
                 f"  {size:>11,} rows: sink p99 with async compaction / without = {with_c:.3f}s / {without:.3f}s "
                 f"= {with_c / without:.2f}  (goal <= 1.5: {verdict})"
+            )
+    for system in [s for s in systems if s in CDC_SYSTEMS and "sink" in systems and not args.initial_only]:
+        for size in args.sizes:
+            res = results.by_size[size]
+            med = statistics.median(res[system]["lat"]) / statistics.median(res["sink"]["lat"])
+            tail = p99(res[system]["lat"]) / p99(res["sink"]["lat"])
+            print(
+                f"  {size:>11,} rows: {system} ({CDC_SYSTEMS[system]}) latency / sink latency: median {med:.2f}, "
+                f"p99 {tail:.2f}"
             )
     if len(args.sizes) > 1 and "sink" in systems and not args.initial_only:
         first, last = args.sizes[0], args.sizes[-1]

@@ -51,14 +51,11 @@ def bronze(spark, tmp_path_factory):
     return path
 
 
-def test_the_changelog_replays_every_commit_of_bronze(bronze):
+def assert_replays(table):
     """Applying each commit's changes in order to the records before it gives the table as of that commit, through
-    compactions; every kind of change occurs."""
-    table = HoodieTable(bronze)
+    compactions."""
     commits = table.timeline.commits_timeline()
-    assert [i.action for i in commits].count("commit") >= 2  # the bulk insert and at least one compaction
     changes = table.read_changes(flat=True).to_pylist()
-    assert {c["op"] for c in changes} == {"i", "u", "d"}
     state: dict = {}
     data_commits = [i.timestamp for i in commits if not table.timeline.read_commit_metadata(i.timestamp).is_compaction]
     for ts in data_commits:
@@ -71,6 +68,37 @@ def test_the_changelog_replays_every_commit_of_bronze(bronze):
                 state[(key, change["_hoodie_partition_path"])] = change
         model = pa.Table.from_pylist(list(state.values())) if state else None
         assert (rows(model, DATA) if model is not None else []) == live_rows(table, ts), ts
+    return changes
+
+
+def test_the_changelog_replays_every_commit_of_bronze(bronze):
+    """Every kind of change occurs, through the bulk insert and compactions."""
+    table = HoodieTable(bronze)
+    assert [i.action for i in table.timeline.commits_timeline()].count("commit") >= 2  # bulk insert, a compaction
+    changes = assert_replays(table)
+    assert {c["op"] for c in changes} == {"i", "u", "d"}
+
+
+def test_the_sink_logs_changes_on_local_disk_and_on_the_s3_server(spark, location):
+    """Every log file a delta commit wrote has its .cdc file, found where its write stat says, and the changes
+    replay the table."""
+    sink = location.sink(dict(OPTIONS, **{"hoodie.table.cdc.enabled": "true", "compaction.schedule.enabled": "false"}))
+    try:
+        for i, events in enumerate(generate_batches(3, seed=5, keys_per_batch=20, monotonic=True)):
+            sink(events_df(spark, events), i)
+    finally:
+        sink.close()
+    table = location.table()
+    stats = [
+        s
+        for inst in table.timeline.commits_timeline()
+        for s in table.timeline.read_commit_metadata(inst.timestamp).all_write_stats()
+        if s.is_delta
+    ]
+    assert stats and all(s.cdc_stats for s in stats)
+    logged = {p for s in stats for p in s.cdc_stats}
+    assert logged <= {i.path for i in location.storage.list("", recursive=True) if i.path.endswith(".cdc")}
+    assert {c["op"] for c in assert_replays(table)} >= {"i", "u"}
 
 
 def test_spark_batch_reads_are_the_tables(spark, bronze):
