@@ -1,8 +1,9 @@
 """Apache Hudi's own CDC query (`hoodie.datasource.query.incremental.format=cdc`) as the oracle of this project's
 changelog reads: tables the sink writes with `hoodie.table.cdc.enabled=true`, in each supplemental logging mode,
 and a table Hudi's own Spark writer wrote with CDC; every window from each commit on, spanning compactions. Rows
-are compared on `op`, `ts_ms` and the data fields of `before` and `after` (Hudi renders the images with or without
-the meta fields depending on how it found the change)."""
+are compared on `op`, `ts_ms` and every field of `before` and `after`, meta fields included (Hudi renders an image
+with or without them depending on how it found the change, and so does this project); against Hudi's snapshots, on
+the data fields."""
 
 from __future__ import annotations
 
@@ -32,21 +33,24 @@ def cdc_query(begin: str, end: str | None = None) -> dict[str, str]:
     return opts
 
 
-def _image(text):
+def _image(text, meta=False):
     if text is None:
         return None
     record = json.loads(text)
     if record is None:  # Hudi renders a missing image of a .cdc file's row as the text null
         return None
-    return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in record.items() if k not in META_FIELDS))
+    return tuple(
+        sorted((k, json.dumps(v, sort_keys=True)) for k, v in record.items() if meta or k not in META_FIELDS)
+    )
 
 
-def changes(table) -> Counter:
-    """The multiset of (op, ts_ms, before's data fields, after's data fields)."""
+def changes(table, meta=False) -> Counter:
+    """The multiset of (op, ts_ms, before's data fields, after's data fields); with `meta`, the images' meta fields
+    too, where they have them."""
     if table is None:
         return Counter()
     return Counter(
-        (r["op"], r["ts_ms"], _image(r["before"]), _image(r["after"]))
+        (r["op"], r["ts_ms"], _image(r["before"], meta), _image(r["after"], meta))
         for r in table.select(["op", "ts_ms", "before", "after"]).to_pylist()
     )
 
@@ -154,9 +158,9 @@ def test_our_changelog_is_hudis(spark, java_hudi, tmp_path, name, mode):
     hudi = java_hudi(ORACLE)
     instants = [i.timestamp for i in table.timeline.commits_timeline()]
     for begin in ["0", *instants[:-1]]:
-        ours = changes(table.read_changes(start=None if begin == "0" else begin))
+        ours = changes(table.read_changes(start=None if begin == "0" else begin), meta=True)
         try:
-            theirs = changes(hudi.read(path, cdc_query(begin)))
+            theirs = changes(hudi.read(path, cdc_query(begin)), meta=True)
         except jh.JavaHudiError as err:
             assert not logged and LOG_ONLY_SLICE in str(err) and reads_a_log_only_slice(table, begin), err
             continue
@@ -202,8 +206,8 @@ def test_a_table_hudi_wrote_with_cdc_reads_as_hudi_reads_it(java_hudi, tmp_path,
     instants = [i.timestamp for i in table.timeline.commits_timeline()]
     assert len(instants) == 3
     for begin in ["0", *instants[:-1]]:
-        ours = changes(table.read_changes(start=None if begin == "0" else begin))
-        theirs = changes(hudi.read(path, cdc_query(begin)))
+        ours = changes(table.read_changes(start=None if begin == "0" else begin), meta=True)
+        theirs = changes(hudi.read(path, cdc_query(begin)), meta=True)
         assert ours == theirs, (begin, ours - theirs, theirs - ours)
 
 

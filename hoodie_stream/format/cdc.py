@@ -69,6 +69,14 @@ DATA_CHANGE_OPERATIONS = frozenset(
     }
 )
 INSERT, UPDATE, DELETE = "i", "u", "d"
+META_COLUMNS = (
+    "_hoodie_commit_time",
+    "_hoodie_commit_seqno",
+    "_hoodie_record_key",
+    "_hoodie_partition_path",
+    "_hoodie_file_name",
+    "_hoodie_operation",
+)
 FILE_NAME = "_hoodie_file_name"
 DELETED = "__hs_del"  # merge(keep_deletes=True): whether the winning version of a key is a delete
 CDC_SCHEMA = pa.schema([("op", pa.string()), ("ts_ms", pa.string()), ("before", pa.string()), ("after", pa.string())])
@@ -123,6 +131,7 @@ class GroupChanges:
     partition: str
     file_id: str
     states: tuple[GroupState, ...]
+    mode: str = DEFAULT_LOGGING_MODE  # the table's supplemental logging mode
 
 
 def read_changes(table: HoodieTable, start: str | None, end: str | None, flat: bool = False) -> pa.Table:
@@ -151,7 +160,7 @@ def plan_changes(table: HoodieTable, start: str | None, end: str | None) -> list
     timeline = table.timeline
     plans: dict[tuple[str, str], list[str | None]] = {}  # group -> [previous instant, its window instants...]
     logged: dict[tuple[str | None, tuple[str, str]], tuple[str, ...]] = {}  # (instant, group) -> its `.cdc` files
-    as_is = table_logging_mode(table.config.props) == DEFAULT_LOGGING_MODE  # .cdc files hold both images
+    mode = table_logging_mode(table.config.props) or DEFAULT_LOGGING_MODE
     cleaned = cleaned_files(timeline)
     previous = None
     for inst in timeline.commits_timeline():
@@ -169,7 +178,7 @@ def plan_changes(table: HoodieTable, start: str | None, end: str | None) -> list
                 for partition, ids in (meta.partition_to_replace_file_ids or {}).items():
                     replaced.update((partition, fid) for fid in ids)
                 groups |= replaced
-                if as_is:
+                if mode != "OP_KEY_ONLY":  # .cdc files with images
                     logged.update(_logged_files(ts, stats, groups - replaced))
                 for group in groups:
                     plans.setdefault(group, [previous]).append(ts)
@@ -200,6 +209,7 @@ def plan_changes(table: HoodieTable, start: str | None, end: str | None) -> list
                 or GroupState(ts, None, empty, logged.get((ts, (partition, file_id))))
                 for ts in instants
             ),
+            mode,
         )
         for (partition, file_id), instants in sorted(plans.items())
     ]
@@ -244,7 +254,7 @@ def group_changes(table: HoodieTable, plan: GroupChanges, schema: pa.Schema, fla
     previous = plan.states[0]
     before = None  # the records of `previous`, read when a state's changes are inferred
     for state in plan.states[1:]:
-        if state.logged is not None:  # logged at write time: taken as they are (Hudi's AS_IS)
+        if state.logged is not None and plan.mode == DEFAULT_LOGGING_MODE:  # both images logged: taken as they are
             tables.append(_logged_changes(table, plan.partition, state, schema, flat).cast(out))
             previous, before = state, None
             continue
@@ -256,8 +266,10 @@ def group_changes(table: HoodieTable, plan: GroupChanges, schema: pa.Schema, fla
         else:
             after = _state_records(table, state, schema)
         old_live, new_live = live(before, touched), live(after, touched)
+        # DATA_BEFORE: Hudi takes the before image from the .cdc file, which holds the data fields only
+        bare_before = state.logged is not None
         for ts, op, rows, old in diff(state.as_of, old_live, new_live):
-            piece = _flat(op, ts, rows) if flat else _cdc_rows(op, ts, rows, old)
+            piece = _flat(op, ts, rows) if flat else _cdc_rows(op, ts, rows, old, bare_before)
             tables.append(piece.cast(out))
         previous, before = state, after
     return pa.concat_tables(tables) if tables else out.empty_table()
@@ -432,16 +444,21 @@ def _rows_differ(a: pa.Table, b: pa.Table) -> pa.Array:
     return differ
 
 
-def _cdc_rows(op, ts, rows, before) -> pa.Table:
+def _cdc_rows(op, ts, rows, before, bare_before=False) -> pa.Table:
+    """JSON rows of changes; `bare_before`: before images without the meta fields."""
     n = rows.num_rows
     before_json: list[str | None]
     after_json: list[str | None]
+
+    def bare(t):
+        return t.drop_columns([c for c in META_COLUMNS if c in t.column_names]) if bare_before else t
+
     if op == INSERT:
         before_json, after_json = [None] * n, _json_rows(rows)
     elif op == DELETE:
-        before_json, after_json = _json_rows(rows), [None] * n
+        before_json, after_json = _json_rows(bare(rows)), [None] * n
     else:
-        before_json, after_json = _json_rows(before), _json_rows(rows)
+        before_json, after_json = _json_rows(bare(before)), _json_rows(rows)
     return pa.table(
         {
             "op": pa.array([op] * n, pa.string()),

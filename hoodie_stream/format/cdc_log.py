@@ -21,7 +21,6 @@ from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import HoodieFormatError
 from ..storage import join
@@ -34,7 +33,6 @@ from .fs_view import FileSystemView
 from .log_block import BlockType, HeaderKey, LogBlock
 from .log_writer import write_log_file
 from .markers import create_marker
-from .merge import KEY
 from .reader import HoodieTable
 
 if TYPE_CHECKING:
@@ -157,8 +155,7 @@ def write_changes(
     if before_slice is None:
         before = no_records(schema)
     else:
-        before = table.read_slice(before_slice, committed, schema, keep_deletes=True)
-        before = before.filter(pc.is_in(before[KEY], value_set=touched))
+        before = table.read_slice(before_slice, committed, schema, keep_deletes=True, keys=touched)
     after = fold(table, before, mine, schema)
     data_names = [f["name"] for f in load_schema(avro_schema)["fields"] if f["name"] not in (*META_FIELDS, _OPERATION)]
     records = change_records(instant, live(before), live(after, touched), data_names)

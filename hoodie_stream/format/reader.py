@@ -208,15 +208,23 @@ class HoodieTable:
         return pa.concat_tables(tables)
 
     def read_slice(
-        self, fs: FileSlice, committed: AbstractSet[str], schema: pa.Schema, keep_deletes: bool = False
+        self,
+        fs: FileSlice,
+        committed: AbstractSet[str],
+        schema: pa.Schema,
+        keep_deletes: bool = False,
+        keys: pa.Array | None = None,
     ) -> pa.Table:
-        """Merged records of one file slice; log blocks count only when their instant is in `committed`."""
+        """Merged records of one file slice; log blocks count only when their instant is in `committed`. With `keys`
+        (record keys), only those records are merged and returned."""
         mode, ordering = self.merge_rule(schema)
         versions = []
         if fs.base_file:
             base = Version(read_base_file(self.storage, fs.base_file_path))
             versions.append(base if self.meta_fields else self._with_generated_keys(base))
         versions += self.log_versions(fs.log_file_paths, committed.__contains__, schema)
+        if keys is not None:
+            versions = [Version(v.table.filter(pc.is_in(v.table[KEY], value_set=keys)), v.is_delete) for v in versions]
         return merge(versions, schema, mode, ordering, keep_deletes=keep_deletes)
 
     def merge_rule(self, schema: pa.Schema) -> tuple[str, str | None]:
