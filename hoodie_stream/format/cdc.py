@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 
 from ..errors import HoodieConfigError, HoodieError
 from .avro_decoder import decode_records
+from .cdc_json import json_rows
 from .data_block import avro_record_bounds
 from .fs_view import FileSlice, FileSystemView
 from .log_block import BlockType, HeaderKey
@@ -287,8 +288,8 @@ def _logged_changes(table: HoodieTable, partition: str, state: GroupState, schem
             {
                 "op": records["op"],
                 "ts_ms": pa.array([ts] * n, pa.string()),
-                "before": pa.array(_json_images(records["before"]), pa.string()),
-                "after": pa.array(_json_images(records["after"]), pa.string()),
+                "before": _json_images(records["before"]),
+                "after": _json_images(records["after"]),
             }
         )
     pieces = []
@@ -334,16 +335,14 @@ def logged_records(table: HoodieTable, paths: tuple[str, ...] | list[str]) -> pa
     return pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
 
 
-def _json_images(images: pa.ChunkedArray | pa.Array) -> list[str | None]:
-    """Each image of a CDC record's struct column as JSON text (None for a missing one)."""
+def _json_images(images: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Each image of a CDC record's struct column as JSON text (null for a missing one)."""
     if isinstance(images, pa.ChunkedArray):
         images = images.combine_chunks()
     if pa.types.is_null(images.type) or not len(images):
-        return [None] * len(images)
+        return pa.nulls(len(images), pa.string())
     rows = pa.Table.from_arrays(images.flatten(), names=[f.name for f in images.type])
-    texts = _json_rows(rows)
-    valid = images.is_valid().to_pylist()
-    return [t if ok else None for t, ok in zip(texts, valid, strict=True)]
+    return pc.if_else(images.is_valid(), json_rows(rows), pa.scalar(None, pa.string()))
 
 
 def _state_records(table: HoodieTable, state: GroupState, schema: pa.Schema) -> pa.Table:
@@ -447,24 +446,23 @@ def _rows_differ(a: pa.Table, b: pa.Table) -> pa.Array:
 def _cdc_rows(op, ts, rows, before, bare_before=False) -> pa.Table:
     """JSON rows of changes; `bare_before`: before images without the meta fields."""
     n = rows.num_rows
-    before_json: list[str | None]
-    after_json: list[str | None]
+    none = pa.nulls(n, pa.string())
 
     def bare(t):
         return t.drop_columns([c for c in META_COLUMNS if c in t.column_names]) if bare_before else t
 
     if op == INSERT:
-        before_json, after_json = [None] * n, _json_rows(rows)
+        before_json, after_json = none, json_rows(rows)
     elif op == DELETE:
-        before_json, after_json = _json_rows(bare(rows)), [None] * n
+        before_json, after_json = json_rows(bare(rows)), none
     else:
-        before_json, after_json = _json_rows(bare(before)), _json_rows(rows)
+        before_json, after_json = json_rows(bare(before)), json_rows(rows)
     return pa.table(
         {
             "op": pa.array([op] * n, pa.string()),
             "ts_ms": pa.array([ts] * n, pa.string()),
-            "before": pa.array(before_json, pa.string()),
-            "after": pa.array(after_json, pa.string()),
+            "before": before_json,
+            "after": after_json,
         }
     )
 
@@ -473,28 +471,3 @@ def _flat(op: str, ts: str, rows: pa.Table) -> pa.Table:
     n = rows.num_rows
     out = rows.add_column(0, "ts_ms", pa.array([ts] * n, pa.string()))
     return out.add_column(0, "op", pa.array([op] * n, pa.string()))
-
-
-def _json_rows(rows: pa.Table) -> list[str | None]:
-    """Each row as Avro-style JSON text: fields in schema order, dates as days, timestamps and times as their stored
-    integers, decimals as text."""
-    columns = {}
-    for field in rows.schema:
-        col = rows[field.name]
-        t = field.type
-        if pa.types.is_date32(t):
-            col = col.cast(pa.int32())
-        elif pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_date64(t):
-            col = col.cast(pa.int64())
-        elif pa.types.is_decimal(t):
-            col = col.cast(pa.string())
-        columns[field.name] = col.to_pylist()
-    names = list(columns)
-    values = [columns[n] for n in names]
-    return [json.dumps(dict(zip(names, row, strict=True)), default=_json_default) for row in zip(*values, strict=True)]
-
-
-def _json_default(value):
-    if isinstance(value, bytes):
-        return value.decode("latin-1")
-    return str(value)
