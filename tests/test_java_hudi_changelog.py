@@ -39,9 +39,7 @@ def _image(text, meta=False):
     record = json.loads(text)
     if record is None:  # Hudi renders a missing image of a .cdc file's row as the text null
         return None
-    return tuple(
-        sorted((k, json.dumps(v, sort_keys=True)) for k, v in record.items() if meta or k not in META_FIELDS)
-    )
+    return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in record.items() if meta or k not in META_FIELDS))
 
 
 def changes(table, meta=False) -> Counter:
