@@ -22,6 +22,7 @@ SCHEMA = pa.schema(
         ("b", pa.bool_()),
         ("d", pa.date32()),
         ("t", pa.timestamp("us")),
+        ("tm", pa.time32("ms")),
         ("m", pa.decimal128(10, 2)),
         ("raw", pa.binary()),
         ("tags", pa.list_(pa.string())),
@@ -37,6 +38,7 @@ row_strategy = st.fixed_dictionaries(
         "b": st.none() | st.booleans(),
         "d": st.none() | st.dates(datetime.date(1900, 1, 1), datetime.date(2200, 1, 1)),
         "t": st.none() | st.datetimes(datetime.datetime(1900, 1, 1), datetime.datetime(2200, 1, 1)),
+        "tm": st.none() | st.times().map(lambda t: t.replace(microsecond=t.microsecond // 1000 * 1000)),
         "m": st.none() | st.decimals(-(10**7), 10**7, places=2, allow_nan=False, allow_infinity=False),
         "raw": st.none() | st.binary(max_size=8),
         "tags": st.none() | st.lists(st.text(max_size=5), max_size=3),
@@ -52,6 +54,9 @@ def model(row):
     if row["t"] is not None:
         delta = row["t"] - datetime.datetime(1970, 1, 1)
         out["t"] = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    if row["tm"] is not None:
+        tm = row["tm"]
+        out["tm"] = ((tm.hour * 60 + tm.minute) * 60 + tm.second) * 1000 + tm.microsecond // 1000
     if row["m"] is not None:
         out["m"] = str(decimal.Decimal(row["m"]).quantize(decimal.Decimal("0.01")))
     if row["raw"] is not None:
@@ -60,8 +65,8 @@ def model(row):
 
 
 def same(a, b):
-    if isinstance(a, float) and isinstance(b, float):
-        return (math.isnan(a) and math.isnan(b)) or a == b
+    if isinstance(b, float):  # a float stays a float (1.0, not 1)
+        return isinstance(a, float) and ((math.isnan(a) and math.isnan(b)) or a == b)
     return a == b
 
 

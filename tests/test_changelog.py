@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hoodie_stream import HoodieTable
+from hoodie_stream.cli.rollback import rollback
 from hoodie_stream.cli.validate import validate
 from hoodie_stream.compaction import clean as cleaning
 from hoodie_stream.compaction.execute import compact_operation
@@ -305,3 +306,34 @@ def test_cdc_files_go_with_their_slice_when_cleaned_and_with_their_instant_when_
     ):
         flat_changes(HoodieTable(w.path))
     assert flat_changes(HoodieTable(w.path), w.instants[1]) == w.expected(w.instants[1])
+    # a completed delta commit rolled back (the command line's rollback) takes its .cdc files with it
+    last = w.instants[-1]
+    logged = {p for s in HoodieTable(w.path).timeline.read_commit_metadata(last).all_write_stats() for p in s.cdc_stats}
+    assert logged and logged <= set(_cdc_files(w.path))
+    rollback(w.path, last)
+    assert not logged & set(_cdc_files(w.path)) and _cdc_files(w.path) == []
+
+
+def test_a_transaction_writing_a_key_twice_logs_both_changes(tmp_path):
+    """The format writer's transaction may write a key in two log files of one file group: the second .cdc file's
+    before image is the first one's after image, so replaying the logged changes gives the table."""
+    w = Workload(str(tmp_path / "t"))
+    w.commit({"k0": ("upsert", "r0", 1, 1)})
+    txn = w.writer.start()
+    fs = next(iter(FileSystemView(w.path).latest_slices("r0")))
+
+    def rows(*records):
+        return pa.table({n: [r[i] for r in records] for i, n in enumerate(SCHEMA.names)}, schema=SCHEMA)
+
+    txn.append_log("r0", fs.file_id, fs.base_instant, rows(("k0", "r0", 2, 2), ("k1", "r0", 5, 1)), num_inserts=1)
+    txn.append_log("r0", fs.file_id, fs.base_instant, rows(("k0", "r0", 3, 3), ("k1", "r0", 6, 2)))
+    txn.append_log("r0", fs.file_id, fs.base_instant, deletes=(pa.array(["k1"]), None))
+    txn.commit()
+    got = HoodieTable(w.path).read_changes(start=w.instants[0]).to_pylist()
+    images = [
+        (r["op"], r["before"] and json.loads(r["before"])["v"], r["after"] and json.loads(r["after"])["v"]) for r in got
+    ]
+    assert sorted(images, key=str) == sorted(
+        [("u", 1, 2), ("i", None, 5), ("u", 2, 3), ("u", 5, 6), ("d", 6, None)], key=str
+    )
+    assert HoodieTable(w.path).read().select(["id", "v"]).to_pylist() == [{"id": "k0", "v": 3}]

@@ -34,6 +34,12 @@ def live_rows(table, as_of=None):
 def bronze(spark, tmp_path_factory):
     register(spark)
     path = str(tmp_path_factory.mktemp("changelog") / "bronze")
+    build_bronze(spark, path)
+    return path
+
+
+def build_bronze(spark, path):
+    """The bronze table (also read by Apache Hudi's CDC query in tests/test_java_hudi_changelog.py)."""
     options = dict(
         OPTIONS,
         **{
@@ -48,7 +54,6 @@ def bronze(spark, tmp_path_factory):
             sink(events_df(spark, events), i)
     finally:
         sink.close()  # waits for the running compaction
-    return path
 
 
 def assert_replays(table):

@@ -74,6 +74,9 @@ MAKERS = {
     "global_index_moves": tables.global_index_moves,
     "pending_compaction": tables.pending_compaction,
     "async_compaction": tables.async_compaction,
+    "inline_compaction": tables.inline_compaction,
+    "rolled_back": tables.rolled_back,  # a completed delta commit rolled back: its .cdc files go with it
+    "schema_evolution": tables.schema_evolution,  # images before and after a column is added and one widened
 }
 MODES = ("DATA_BEFORE_AFTER", "DATA_BEFORE", "OP_KEY_ONLY")
 
@@ -143,6 +146,10 @@ def test_our_changelog_is_hudis(spark, java_hudi, tmp_path, name, mode):
     path = str(tmp_path / name)
     with cdc_tables(mode):
         MAKERS[name](spark, path)
+    assert_changelog_is_hudis(java_hudi(ORACLE), path, mode)
+
+
+def assert_changelog_is_hudis(hudi, path, mode):
     table = HoodieTable(path)
     assert table.config.props["hoodie.table.cdc.supplemental.logging.mode"] == mode
     logged = mode == "DATA_BEFORE_AFTER"
@@ -153,7 +160,6 @@ def test_our_changelog_is_hudis(spark, java_hudi, tmp_path, name, mode):
         if stat.is_delta
     ]
     assert delta_stats and all(bool(stat.cdc_stats) == logged for stat in delta_stats), mode
-    hudi = java_hudi(ORACLE)
     instants = [i.timestamp for i in table.timeline.commits_timeline()]
     for begin in ["0", *instants[:-1]]:
         ours = changes(table.read_changes(start=None if begin == "0" else begin), meta=True)
@@ -164,6 +170,33 @@ def test_our_changelog_is_hudis(spark, java_hudi, tmp_path, name, mode):
             continue
         assert ours == theirs, (begin, ours - theirs, theirs - ours)
     assert changes(table.read_changes()) == snapshot_changes(hudi, path, table)
+
+
+def test_the_chain_tests_bronze_is_hudis(spark, java_hudi, tmp_path):
+    """The bronze table of the chain tests (tests/test_changelog_spark.py: a bulk insert, in-batch duplicates,
+    deletes, partition moves, async compaction)."""
+    from test_changelog_spark import build_bronze
+
+    path = str(tmp_path / "bronze")
+    build_bronze(spark, path)
+    assert_changelog_is_hudis(java_hudi(ORACLE), path, "DATA_BEFORE_AFTER")
+
+
+@pytest.mark.parametrize("mode", ["DATA_BEFORE_AFTER", "OP_KEY_ONLY"])
+def test_the_format_writers_tables_are_hudis(java_hudi, tmp_path, mode):
+    """A table of the Spark-free changelog tests (tests/test_changelog.py): log-only file groups, upserts losing to a
+    greater ordering value, deletes of present and missing keys, re-inserts, partition moves, a compaction run and
+    one left pending."""
+    from test_changelog import Workload, cdc
+
+    w = Workload(str(tmp_path / "w"), extra=cdc(mode))
+    w.commit({"k0": ("upsert", "r0", 1, 1), "k1": ("upsert", "r0", 2, 1), "k2": ("upsert", "r1", 3, 1)})
+    w.commit({"k0": ("upsert", "r0", 10, 2), "k1": ("delete",), "k3": ("delete",), "k2": ("upsert", "r0", 4, 2)})
+    w.run_compactions()
+    w.commit({"k0": ("upsert", "r0", 99, 0), "k1": ("upsert", "r1", 5, 3), "k4": ("upsert", "r1", 6, 1)})
+    w.schedule()
+    w.commit({"k0": ("delete",), "k4": ("upsert", "r1", 7, 2)})
+    assert_changelog_is_hudis(java_hudi(ORACLE), w.path, mode)
 
 
 @pytest.mark.parametrize("mode", MODES)

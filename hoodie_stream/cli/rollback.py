@@ -70,6 +70,8 @@ def _files_of_completed(storage: Storage, timeline: Timeline, inst: Instant) -> 
                         "would need a rollback command block, which hoodie-stream does not write"
                     )
             files.add(rel)
+            # the `.cdc` files its log files logged their changes in go with them
+            files.update(p for p in stat.cdc_stats or {} if storage.exists(p))
     return sorted(files | set(rollbacks.files_of_instant(storage, ts)))
 
 

@@ -63,7 +63,8 @@ def write_amplification(table: HoodieTable) -> dict[str, Any]:
 
 
 def data_file_sizes(table: HoodieTable) -> pa.Table:
-    """(partition, name, instant, kind, size) of every base and log file under the table (outside .hoodie)."""
+    """(partition, name, instant, kind, size) of every base and log file under the table (outside .hoodie); kind is
+    base, log or cdc (a log file of logged changes)."""
     rows: dict[str, list[Any]] = {"partition": [], "name": [], "instant": [], "kind": [], "size": []}
     for partition in list_partitions(table.storage):
         for info in table.storage.list(partition):
@@ -74,7 +75,7 @@ def data_file_sizes(table: HoodieTable) -> pa.Table:
             rows["partition"].append(partition)
             rows["name"].append(info.name)
             rows["instant"].append(base.instant if base else log.base_instant if log else None)
-            rows["kind"].append("base" if base else "log")
+            rows["kind"].append("base" if base else "cdc" if log is not None and log.is_cdc else "log")
             rows["size"].append(int(info.size))
     return pa.table(rows, schema=pa.schema([(k, pa.int64() if k == "size" else pa.string()) for k in rows]))
 

@@ -32,9 +32,9 @@ def json_rows(rows: pa.Table) -> pa.Array:
 
 def _values(col: pa.Array, t: pa.DataType) -> pa.Array:
     """The JSON text of each value of a column (`null` for nulls)."""
-    if pa.types.is_date32(t):
+    if pa.types.is_date32(t) or (pa.types.is_time(t) and t.bit_width == 32):
         col, t = col.cast(pa.int32()), pa.int32()
-    elif pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_date64(t) or pa.types.is_duration(t):
+    elif pa.types.is_timestamp(t) or pa.types.is_time64(t) or pa.types.is_date64(t) or pa.types.is_duration(t):
         col, t = col.cast(pa.int64()), pa.int64()
     if pa.types.is_decimal(t):
         text = _quoted(col.cast(pa.string()))
@@ -48,6 +48,9 @@ def _values(col: pa.Array, t: pa.DataType) -> pa.Array:
         text = col.cast(pa.string())
     elif pa.types.is_floating(t):
         text = col.cast(pa.string())
+        # a whole number keeps its fraction, as Java and Python write doubles (1.0, not 1)
+        whole = pc.invert(pc.match_substring_regex(text, "[.eEnN]"))
+        text = pc.if_else(whole, pc.binary_join_element_wise(text, ".0", ""), text)
         text = pc.if_else(pc.is_nan(col), "NaN", text)
         text = pc.if_else(pc.equal(col, float("inf")), "Infinity", text)
         text = pc.if_else(pc.equal(col, float("-inf")), "-Infinity", text)

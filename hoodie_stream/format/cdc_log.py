@@ -21,6 +21,7 @@ from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import HoodieFormatError
 from ..storage import join
@@ -33,6 +34,7 @@ from .fs_view import FileSystemView
 from .log_block import BlockType, HeaderKey, LogBlock
 from .log_writer import write_log_file
 from .markers import create_marker
+from .merge import KEY, Version
 from .reader import HoodieTable
 
 if TYPE_CHECKING:
@@ -65,8 +67,9 @@ def cdc_schema(avro_schema: dict[str, Any] | str) -> dict[str, Any]:
 class ChangeLogger:
     """The `.cdc` files of the log files one writer (a write task, a transaction) writes in an instant: each gets the
     changes its log file makes to the file group's records as of the instants committed when the logger was made
-    (read from the group's latest slice then; the writer's own earlier log files of the instant do not count, and
-    hold other keys: a micro-batch writes a key once per file group)."""
+    (read from the group's latest slice then), with the writer's own earlier log files of the instant in that group
+    merged in (a micro-batch writes a key once per file group, so there they hold other keys; a transaction may write
+    a key twice, and then logs both changes)."""
 
     def __init__(self, storage: Any, instant: str, avro_schema: dict[str, Any]) -> None:
         self.table = HoodieTable(storage)
@@ -75,6 +78,7 @@ class ChangeLogger:
         self.avro_schema = avro_schema
         self.schema = avro_to_arrow_schema(with_meta_fields(avro_schema))
         self._slices: dict[str, dict[str, FileSlice]] = {}  # partition -> {file id: latest slice}
+        self._written: dict[tuple[str, str], list[str]] = {}  # (partition, file id) -> log files logged so far
 
     def log(self, stat: WriteStat) -> None:
         """Write the `.cdc` file of the log file of `stat` (next version of its slice, same write token) and name it
@@ -86,10 +90,12 @@ class ChangeLogger:
             raise HoodieFormatError(f"not a log file name with a write token: {log_path!r}")
         if partition not in self._slices:
             self._slices[partition] = {fs.file_id: fs for fs in self.view.latest_slices(partition)}
+        earlier = self._written.setdefault((partition, parsed.file_id), [])
         path, size = write_changes(
             self.table,
             self._slices[partition].get(parsed.file_id),
             self.view.committed,
+            earlier,
             log_path,
             self.instant,
             self.avro_schema,
@@ -97,6 +103,7 @@ class ChangeLogger:
             parsed.version + 1,
             parsed.write_token,
         )
+        earlier.append(log_path)
         stat.cdc_stats = {path: size}
 
 
@@ -136,6 +143,7 @@ def write_changes(
     table: HoodieTable,
     before_slice: FileSlice | None,
     committed: AbstractSet[str],
+    earlier: list[str],
     log_path: str,
     instant: str,
     avro_schema: dict[str, Any],
@@ -144,8 +152,9 @@ def write_changes(
     token: str,
 ) -> tuple[str, int]:
     """Log the changes the log file `log_path` (just written by `instant`) makes to its file group, whose records
-    before it are those of `before_slice` (None: none) with the blocks of the instants `committed`. Writes the
-    `.cdc` file of the same slice at `version` (after a marker); returns (its path, its size)."""
+    before it are those of `before_slice` (None: none) with the blocks of the instants `committed`, then those of
+    the log files `earlier` (written by `instant` before). Writes the `.cdc` file of the same slice at `version`
+    (after a marker); returns (its path, its size)."""
     partition, _, name = log_path.rpartition("/")
     parsed = parse_log_file_name(name)
     if parsed is None:
@@ -156,6 +165,10 @@ def write_changes(
         before = no_records(schema)
     else:
         before = table.read_slice(before_slice, committed, schema, keep_deletes=True, keys=touched)
+    if earlier:
+        own = table.log_versions(earlier, instant.__eq__, schema)
+        own = [Version(v.table.filter(pc.is_in(v.table[KEY], value_set=touched)), v.is_delete) for v in own]
+        before = fold(table, before, own, schema)
     after = fold(table, before, mine, schema)
     data_names = [f["name"] for f in load_schema(avro_schema)["fields"] if f["name"] not in (*META_FIELDS, _OPERATION)]
     records = change_records(instant, live(before), live(after, touched), data_names)

@@ -219,11 +219,11 @@ class Transaction:
             new_file_group=new_file_group,
         )
         if stat is not None:
+            self.stats.append(stat)  # first: a failure to log its changes leaves the log file named in the stats
             if self.action == "deltacommit" and table_logging_mode(self.writer.config.props) in LOGGED_MODES:
                 if self._changes is None:
                     self._changes = ChangeLogger(self.storage, self.instant, self.avro_schema)
                 self._changes.log(stat)
-            self.stats.append(stat)
         return stat
 
     def insert_log_only(

@@ -213,13 +213,13 @@ class BufferedWriter:
         self.flushes[cause] += 1
         stat = self._append(file_id, bucket)
         if stat is not None:
+            self.stats.append(stat)  # first: a rolled-back task removes the log file even if logging its changes fails
             if self.fn.spec.cdc_logging:
                 if self._changes is None:
                     self._changes = ChangeLogger(
                         self.fn.context.storage, self.fn.context.instant, self.fn.spec.avro_schema
                     )
                 self._changes.log(stat)
-            self.stats.append(stat)
         # the bucket's rows and the flush's transients are freed by now; giving pages back costs page faults when
         # they are needed again, so it is done once a few MB have been freed, not after every small flush
         self._freed += bucket.nbytes
