@@ -34,12 +34,21 @@ def cdc_query(begin: str, end: str | None = None) -> dict[str, str]:
 
 
 def _image(text, meta=False):
+    """An image's fields as (name, JSON value) pairs, null fields left out: Hudi renders an image read from a base
+    file with Jackson set to leave nulls out (InternalRowToJsonStringConverter, NON_ABSENT), and one read from a log
+    or `.cdc` file with Avro, nulls in; this project always writes them."""
     if text is None:
         return None
     record = json.loads(text)
     if record is None:  # Hudi renders a missing image of a .cdc file's row as the text null
         return None
-    return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in record.items() if meta or k not in META_FIELDS))
+    return tuple(
+        sorted(
+            (k, json.dumps(v, sort_keys=True))
+            for k, v in record.items()
+            if v is not None and (meta or k not in META_FIELDS)
+        )
+    )
 
 
 def changes(table, meta=False) -> Counter:
@@ -127,7 +136,11 @@ def snapshot_changes(hudi, path, table) -> Counter:
 
 def _row_image(row):
     return tuple(
-        sorted((k, json.dumps(v, sort_keys=True, default=str)) for k, v in row.items() if k not in META_FIELDS)
+        sorted(
+            (k, json.dumps(v, sort_keys=True, default=str))
+            for k, v in row.items()
+            if v is not None and k not in META_FIELDS
+        )
     )
 
 
