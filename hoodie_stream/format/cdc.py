@@ -7,21 +7,25 @@ Table config (hoodie.properties, set when the table is created): `hoodie.table.c
 `hoodie.table.cdc.supplemental.logging.mode` (OP_KEY_ONLY, DATA_BEFORE, DATA_BEFORE_AFTER; default
 DATA_BEFORE_AFTER; any case, written upper-case, only when CDC is enabled), as Hudi's HoodieTableConfig has them.
 
-How the changes are found, as Hudi 0.15's CDC reader infers them for a merge-on-read table (HoodieCDCExtractor):
-for every completed commit, delta commit or replace commit of the window whose operation changes data (upsert,
-insert, delete, bulk insert, insert overwrite...; not compaction nor clustering), and every file group it wrote or
-replaced, the file group's records before that commit (its file slice as of the previous instant: base file and the
-log blocks of the earlier commits) against its records after it (the same with the commit's own base file or log
-blocks merged in). A key only after is an insert, a key only before a delete, a key in both whose record changed an
-update; a key a commit wrote but whose record did not change (an update that lost to a greater ordering value, a
-delete of a missing key) is no change. Hudi's LOG_FILE, BASE_FILE_INSERT, BASE_FILE_DELETE and REPLACE_COMMIT cases
-all come out of this one rule, as do changes a merge handle logged in `.cdc` files (AS_IS); `.cdc` files are never
-read as data.
+How the changes are found, as Hudi 0.15's CDC reader finds them for a merge-on-read table (HoodieCDCExtractor), for
+every completed commit, delta commit or replace commit of the window whose operation changes data (upsert, insert,
+delete, bulk insert, insert overwrite...; not compaction nor clustering), and every file group it wrote or replaced:
+- changes its writes logged in `.cdc` files (every write stat of the group names one in cdcStats) in a
+  DATA_BEFORE_AFTER table are taken as they are (Hudi's AS_IS case; `format/cdc_log.py` writes them);
+- any other change is inferred: the file group's records before that commit (its file slice as of the previous
+  instant: base file and the log blocks of the earlier commits) against its records after it (the same with the
+  commit's own base file or log blocks merged in). A key only after is an insert, a key only before a delete, a key
+  in both whose record changed an update; a key a commit wrote but whose record did not change (an update that lost
+  to a greater ordering value, a delete of a missing key) is no change. Hudi's LOG_FILE, BASE_FILE_INSERT,
+  BASE_FILE_DELETE and REPLACE_COMMIT cases all come out of this one rule, as do the changes a merge handle logged
+  in the other two modes. `.cdc` files are never read as data.
 
-`before` and `after` carry the whole record, the meta fields first, as Hudi renders the records of log files
-(Avro's JSON text: `{"_hoodie_commit_time": "2024...", "id": 1, "name": "a"}`); dates as days and timestamps as
-their stored integer, as in Avro. The flat form (`flat=True`) gives instead the row itself as typed columns after
-`op` and `ts_ms`: the after image of inserts and updates, the before image of deletes.
+`before` and `after` are JSON text (`format/cdc_json.py`): logged images carry the data fields, inferred ones the
+whole record, meta fields first, as Hudi renders the records of log files (Avro's JSON text:
+`{"_hoodie_commit_time": "2024...", "id": 1, "name": "a"}`), except a DATA_BEFORE merge handle's before image, which
+Hudi takes from its `.cdc` file (data fields); dates as days and timestamps as their stored integer, as in Avro. The
+flat form (`flat=True`) gives instead the row itself as typed columns after `op` and `ts_ms`: the after image of
+inserts and updates, the before image of deletes.
 
 Order: by instant, then partition and file group, then key; Hudi promises no order.
 """
