@@ -24,6 +24,9 @@ META_FIELDS = [
     "_hoodie_partition_path",
     "_hoodie_file_name",
 ]
+# the meta fields and the operation field Hudi writes with hoodie.allow.operation.metadata.field: what
+# HoodieAvroUtils.removeMetadataFields leaves out (a CDC image holds the rest)
+HOODIE_FIELDS = (*META_FIELDS, "_hoodie_operation")
 
 PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 NAMED = {"record", "error", "enum", "fixed"}

@@ -32,7 +32,6 @@ Order: by instant, then partition and file group, then key; Hudi promises no ord
 
 from __future__ import annotations
 
-import json
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -42,12 +41,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import HoodieConfigError, HoodieError
-from .avro_decoder import decode_records
+from .avro_schema import HOODIE_FIELDS
 from .cdc_json import json_rows
-from .data_block import avro_record_bounds
 from .fs_view import FileSlice, FileSystemView
-from .log_block import BlockType, HeaderKey
+from .log_block import BlockType
 from .log_reader import read_log_file
+from .log_scanner import block_records
 from .merge import KEY, Version, merge
 from .time_travel import HoodieTimeTravelError, cleaned_files, earliest_retained
 
@@ -74,14 +73,6 @@ DATA_CHANGE_OPERATIONS = frozenset(
     }
 )
 INSERT, UPDATE, DELETE = "i", "u", "d"
-META_COLUMNS = (
-    "_hoodie_commit_time",
-    "_hoodie_commit_seqno",
-    "_hoodie_record_key",
-    "_hoodie_partition_path",
-    "_hoodie_file_name",
-    "_hoodie_operation",
-)
 FILE_NAME = "_hoodie_file_name"
 DELETED = "__hs_del"  # merge(keep_deletes=True): whether the winning version of a key is a delete
 CDC_SCHEMA = pa.schema([("op", pa.string()), ("ts_ms", pa.string()), ("before", pa.string()), ("after", pa.string())])
@@ -326,9 +317,7 @@ def logged_records(table: HoodieTable, paths: tuple[str, ...] | list[str]) -> pa
         for block in read_log_file(table.storage, path):
             if block.block_type != BlockType.CDC_DATA:
                 continue
-            starts, ends = avro_record_bounds(block.content)
-            writer_schema = json.loads(block.header[HeaderKey.SCHEMA])
-            tables.append(decode_records(block.content, starts, writer_schema, ends=ends))
+            tables.append(block_records(block))
     tables = [t for t in tables if t.num_rows]
     if not tables:
         return (
@@ -453,7 +442,7 @@ def _cdc_rows(op, ts, rows, before, bare_before=False) -> pa.Table:
     none = pa.nulls(n, pa.string())
 
     def bare(t):
-        return t.drop_columns([c for c in META_COLUMNS if c in t.column_names]) if bare_before else t
+        return t.drop_columns([c for c in HOODIE_FIELDS if c in t.column_names]) if bare_before else t
 
     if op == INSERT:
         before_json, after_json = none, json_rows(rows)

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from ..errors import HoodieFormatError
 from ..storage import join
 from .avro_encoder import encode_records
-from .avro_schema import META_FIELDS, avro_to_arrow_schema, load_schema, with_meta_fields
+from .avro_schema import HOODIE_FIELDS, avro_to_arrow_schema, load_schema, with_meta_fields
 from .cdc import DELETE, INSERT, diff, fold, live, no_records, version_keys
 from .data_block import avro_data_content
 from .file_names import log_file_name, parse_log_file_name
@@ -42,13 +42,12 @@ if TYPE_CHECKING:
     from .fs_view import FileSlice
 
 LOGGED_MODES = frozenset({"DATA_BEFORE_AFTER"})
-_OPERATION = "_hoodie_operation"
 
 
 def cdc_schema(avro_schema: dict[str, Any] | str) -> dict[str, Any]:
     """Hudi's CDC record schema of DATA_BEFORE_AFTER for a table whose records have `avro_schema`."""
     data = load_schema(avro_schema)
-    data["fields"] = [f for f in data["fields"] if f["name"] not in (*META_FIELDS, _OPERATION)]
+    data["fields"] = [f for f in data["fields"] if f["name"] not in HOODIE_FIELDS]
     namespace = data.get("namespace")
     full = f"{namespace}.{data['name']}" if namespace and "." not in data["name"] else data["name"]
     fields = [
@@ -170,9 +169,9 @@ def write_changes(
         own = [Version(v.table.filter(pc.is_in(v.table[KEY], value_set=touched)), v.is_delete) for v in own]
         before = fold(table, before, own, schema)
     after = fold(table, before, mine, schema)
-    data_names = [f["name"] for f in load_schema(avro_schema)["fields"] if f["name"] not in (*META_FIELDS, _OPERATION)]
-    records = change_records(instant, live(before), live(after, touched), data_names)
     cdc = cdc_schema(avro_schema)
+    data_names = [f["name"] for f in cdc["fields"][2]["type"][1]["fields"]]  # the before image's record
+    records = change_records(instant, live(before), live(after, touched), data_names)
     buffer, offsets = encode_records(records, cdc)
     header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: json.dumps(cdc, separators=(",", ":"))}
     block = LogBlock(BlockType.CDC_DATA, header, avro_data_content(buffer, offsets), {})

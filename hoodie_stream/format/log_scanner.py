@@ -47,12 +47,10 @@ def iter_block_versions(blocks, ordering_field=None, ordering_type=None, path=""
     time (a Version each)."""
     for block in blocks:
         if block.block_type == BlockType.AVRO_DATA:
-            writer_schema = json.loads(block.header[HeaderKey.SCHEMA])
             starts, ends = avro_record_bounds(block.content)
             step = max(chunk_rows or len(starts), 1)
             for i in range(0, max(len(starts), 1), step):  # an empty block is one empty Version
-                chunk = slice(i, i + step)
-                yield Version(decode_records(block.content, starts[chunk], writer_schema, ends=ends[chunk]))
+                yield Version(block_records(block, slice(i, i + step), (starts, ends)))
         elif block.block_type == BlockType.PARQUET_DATA:
             yield Version(read_parquet_content(block.content))
         elif block.block_type == BlockType.DELETE:
@@ -63,6 +61,13 @@ def iter_block_versions(blocks, ordering_field=None, ordering_type=None, path=""
             yield delete_version(keys, partitions, values, ordering_field, ordering_type)
         else:
             raise HoodieFormatError(f"{path}: log block type {block.block_type!r} cannot be read here")
+
+
+def block_records(block, rows=slice(None), bounds=None):
+    """The records of an AVRO_DATA or CDC_DATA block (its `rows`), decoded with the block's own schema."""
+    starts, ends = bounds or avro_record_bounds(block.content)
+    writer_schema = json.loads(block.header[HeaderKey.SCHEMA])
+    return decode_records(block.content, starts[rows], writer_schema, ends=ends[rows])
 
 
 def block_keys(blocks, path=""):
