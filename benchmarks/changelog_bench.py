@@ -29,7 +29,7 @@ import pyarrow as pa
 
 import common  # puts the checkout on sys.path
 from hoodie_stream import HoodieTable
-from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.format.write.writer import HoodieWriter
 
 
 def build(path, rows, groups, commits, batch, rng, mode):

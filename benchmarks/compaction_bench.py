@@ -31,11 +31,11 @@ from hoodie_stream.compaction import clean as cleaning
 from hoodie_stream.compaction.execute import compact_operation
 from hoodie_stream.compaction.operation import plan_operations
 from hoodie_stream.compaction.plan import pending_plans, schedule_compaction
-from hoodie_stream.format.base_file import PARQUET_CODECS, parquet_compression
-from hoodie_stream.format.commit_metadata import CommitMetadata
-from hoodie_stream.format.log_scanner import slice_versions
-from hoodie_stream.format.timeline import Timeline
-from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.format.base_file.parquet import PARQUET_CODECS, parquet_compression
+from hoodie_stream.format.log_file.scanner import slice_versions
+from hoodie_stream.format.timeline.active_timeline import Timeline
+from hoodie_stream.format.timeline.commit_metadata import CommitMetadata
+from hoodie_stream.format.write.writer import HoodieWriter
 from hoodie_stream.options import parse_compaction_options
 
 GROUPS = 4

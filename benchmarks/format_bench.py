@@ -23,12 +23,12 @@ import numpy as np
 import pyarrow as pa
 
 from common import trips_rows, trips_schema
-from hoodie_stream.format.avro_decoder import decode_records
-from hoodie_stream.format.avro_encoder import encode_records
-from hoodie_stream.format.avro_schema import arrow_to_avro_schema
-from hoodie_stream.format.data_block import avro_data_content, avro_record_bounds
-from hoodie_stream.format.reader import HoodieTable
-from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.format.avro.decoder import decode_records
+from hoodie_stream.format.avro.encoder import encode_records
+from hoodie_stream.format.avro.schema import arrow_to_avro_schema
+from hoodie_stream.format.hoodie_table import HoodieTable
+from hoodie_stream.format.log_file.data_block import avro_data_content, avro_record_bounds
+from hoodie_stream.format.write.writer import HoodieWriter
 
 
 def trips_table(n_rows, seed=0):

@@ -128,7 +128,7 @@ def writer_check(rng, layout, groups=12, rows=160_000, batch_rows=10_000, batch_
     """
     from hoodie_stream.chain.columns import RecordKind
     from hoodie_stream.chain.stages import BatchContext, WriteSpec
-    from hoodie_stream.format.writer import HoodieWriter
+    from hoodie_stream.format.write.writer import HoodieWriter
     from hoodie_stream.storage import storage_for
     from hoodie_stream.streaming_sink.write_function import BufferedWriter, StreamWriteFunction
 
@@ -195,8 +195,8 @@ def flush_check(rng, mb=16):
     """Peak RSS over its input of one flush: append_log of a `mb` MB bucket (1 KB records) into a scratch table."""
     import pyarrow.compute as pc
 
-    from hoodie_stream.format.write_handles import append_log
-    from hoodie_stream.format.writer import HoodieWriter
+    from hoodie_stream.format.write.write_handles import append_log
+    from hoodie_stream.format.write.writer import HoodieWriter
 
     scratch = tempfile.mkdtemp(prefix="memory-bench-flush-")
     try:

@@ -461,7 +461,7 @@ def profile_call(sink, df, batch, work, top):
 
 def run(args):
     from hoodie_stream.checkpoints.batch_checkpoint import last_batch_id
-    from hoodie_stream.format.timeline import Timeline
+    from hoodie_stream.format.timeline.active_timeline import Timeline
     from hoodie_stream.streaming_sink.sink import HoodieStreamSink
 
     work = args.workdir or tempfile.mkdtemp(prefix="soak-bench-")
@@ -622,7 +622,7 @@ def run(args):
 
 def verify(path, storage_options, workload):
     """Whether the table holds exactly the live keys (the run wrote what it was given)."""
-    from hoodie_stream.format.reader import HoodieTable
+    from hoodie_stream.format.hoodie_table import HoodieTable
 
     ids = HoodieTable(path, storage_options).read(columns=["id"])["id"].to_numpy()
     want = np.flatnonzero(workload.live)

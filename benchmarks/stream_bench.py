@@ -774,7 +774,7 @@ def replay_with_compaction(spark, timed, results, history, path, options, batch_
         print_size(current, {SINK_C: results.by_size[current][SINK_C]}, batch_rows)
         services = sink_c.services
         from hoodie_stream.compaction.plan import pending_plans
-        from hoodie_stream.format.timeline import Timeline
+        from hoodie_stream.format.timeline.active_timeline import Timeline
 
         print(
             f"  compactions completed while {SINK_C} ran: {services.completed_count}; plans still pending at the "
@@ -899,7 +899,7 @@ def verify(hudi_path, delta_path, expected):
         n = DeltaTable(delta_path).to_pyarrow_dataset().count_rows()
         print(f"  verify: delta-rs table has {n:,} rows, expected {expected:,}: {'ok' if n == expected else 'WRONG'}")
     if hudi_path:
-        from hoodie_stream.format.reader import HoodieTable
+        from hoodie_stream.format.hoodie_table import HoodieTable
 
         n = HoodieTable(hudi_path).read(columns=["id"]).num_rows
         print(f"  verify: Hudi table has {n:,} rows, expected {expected:,}: {'ok' if n == expected else 'WRONG'}")

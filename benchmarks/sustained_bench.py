@@ -145,7 +145,7 @@ class Feeder:
 
 # -- figures from the table --------------------------------------------------------------------------------
 def pending_plans(path):
-    from hoodie_stream.format.timeline import Timeline
+    from hoodie_stream.format.timeline.active_timeline import Timeline
 
     return len(Timeline(path).pending(["compaction"]))
 
@@ -162,8 +162,8 @@ class Plans:
 def plan_figures(path, delta_commits, since_ns):
     """Compaction plans written since `since_ns` (epoch ns) and what became of them, from the timeline files:
     their names (instant, action, state) and modification times (when each was written: completion order)."""
-    from hoodie_stream.format.instant import COMPLETED, REQUESTED, Instant
-    from hoodie_stream.format.timeline import Timeline
+    from hoodie_stream.format.timeline.active_timeline import Timeline
+    from hoodie_stream.format.timeline.instant import COMPLETED, REQUESTED, Instant
 
     hoodie = os.path.join(path, ".hoodie")
     written = {}  # Instant -> mtime ns
@@ -200,7 +200,7 @@ def plan_figures(path, delta_commits, since_ns):
 
 def log_files_per_slice(path):
     """(log files of each latest file slice, (partition, file id) of the slice with the most)."""
-    from hoodie_stream.format.fs_view import FileSystemView
+    from hoodie_stream.format.file_group.fs_view import FileSystemView
 
     counts, worst, where = [], -1, None
     for fs in FileSystemView(path).latest_slices():

@@ -3,8 +3,8 @@
 
 from .debezium import DebeziumSink
 from .errors import HoodieError
-from .format.reader import HoodieTable
-from .format.writer import HoodieWriter
+from .format.hoodie_table import HoodieTable
+from .format.write.writer import HoodieWriter
 from .streaming_sink.batch_write import write
 from .streaming_sink.sink import HoodieStreamSink
 

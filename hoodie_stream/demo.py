@@ -7,8 +7,8 @@ import os
 import random
 import tempfile
 
-from .format.reader import HoodieTable
-from .format.summary import table_summary
+from .format.hoodie_table import HoodieTable
+from .format.views.summary import table_summary
 from .local_spark import local_session_builder
 from .storage import LocalStorage
 

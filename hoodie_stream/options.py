@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .errors import HoodieConfigError
-from .format.base_file import PARQUET_CODECS
-from .format.cdc import logging_mode
+from .format.base_file.parquet import PARQUET_CODECS
+from .format.cdc.query import logging_mode
 
 T = TypeVar("T")
 Parser = Callable[[str, str], Any]  # (key, text) -> value

@@ -4,7 +4,8 @@ points down the layers (a module may import its own package and any lower layer,
 of its own layer unless ALLOWED lists the pair).
 
 Nodes are the package's subpackages and its top-level modules; imports are read with `ast` (absolute and relative,
-at module level and inside functions alike, since a lazy import is still a dependency).
+at module level and inside functions alike, since a lazy import is still a dependency). A subpackage named in
+SUB_LAYERS is checked the same way inside: its own subpackages and modules are nodes with layers of their own.
 
     python scripts/check_imports.py [--graph]
 
@@ -38,6 +39,23 @@ LAYERS: list[tuple[str, ...]] = [
     ("cli",),
     ("__main__",),
 ]
+# inside these subpackages, their own subpackages and modules have layers too (bottom to top), with the same rules
+SUB_LAYERS: dict[str, list[tuple[str, ...]]] = {
+    "format": [
+        ("util",),
+        ("avro",),
+        ("record",),
+        ("table",),
+        ("base_file",),
+        ("log_file",),
+        ("timeline",),
+        ("file_group",),
+        ("read",),
+        ("cdc",),
+        ("views", "write"),
+        ("__init__", "hoodie_table"),
+    ],
+}
 # imports allowed between two nodes of one layer: (importer, imported)
 ALLOWED: set[tuple[str, str]] = set()
 # leaves: import nothing of the package; any node may import them
@@ -52,16 +70,19 @@ class Import(NamedTuple):
     source: str  # importing node
     target: str  # imported node
     text: str  # the import statement, as written
+    source_module: str = ""  # the dotted modules, for the layers inside a subpackage
+    target_module: str = ""
 
 
 def package_dir(root: Path = ROOT) -> Path:
     return root / PACKAGE
 
 
-def node_of(module: str) -> str:
-    """Node of a dotted module name inside the package ("hoodie_stream.format.timeline" -> "format")."""
+def node_of(module: str, depth: int = 1) -> str:
+    """Node of a dotted module name inside the package ("hoodie_stream.format.timeline.instant" -> "format"); with
+    depth 2, the node inside that subpackage ("timeline"; "__init__" for the subpackage itself)."""
     parts = module.split(".")
-    return "__init__" if len(parts) == 1 else parts[1]
+    return "__init__" if len(parts) <= depth else parts[depth]
 
 
 def _where(path: Path, line: int) -> str:
@@ -97,7 +118,7 @@ def imports_of(path: Path, pkg: Path) -> list[Import]:
 
     def add(node: ast.stmt, target_module: str) -> None:
         text = " ".join(lines[node.lineno - 1].split())  # the statement's first line
-        found.append(Import(path, node.lineno, source, node_of(target_module), text))
+        found.append(Import(path, node.lineno, source, node_of(target_module), text, module, target_module))
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -171,6 +192,22 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 
 def violations(imports: list[Import]) -> list[str]:
+    """What breaks the layers: of the package's nodes, then inside each subpackage of SUB_LAYERS."""
+    problems = layer_violations(imports, LAYER_OF, ALLOWED, LEAVES, "")
+    for sub, layers in SUB_LAYERS.items():
+        inside = [
+            imp._replace(source=node_of(imp.source_module, 2), target=node_of(imp.target_module, 2))
+            for imp in imports
+            if imp.source == sub and imp.target == sub
+        ]
+        layer_of = {node: i for i, nodes in enumerate(layers) for node in nodes}
+        problems += layer_violations(inside, layer_of, set(), set(), f"{PACKAGE}.{sub}: ")
+    return problems
+
+
+def layer_violations(
+    imports: list[Import], layer_of: dict[str, int], allowed: set[tuple[str, str]], leaves: set[str], scope: str
+) -> list[str]:
     problems: list[str] = []
     edges: dict[str, set[str]] = defaultdict(set)
     for imp in imports:
@@ -182,20 +219,24 @@ def violations(imports: list[Import]) -> list[str]:
         s, t = imp.source, imp.target
         if s == t:
             continue
-        if s in LEAVES:
-            problems.append(f"{where}: {s} -> {t} ({imp.text}): {s} is a leaf and imports nothing of {PACKAGE}")
+        if s in leaves:
+            problems.append(f"{where}: {scope}{s} -> {t} ({imp.text}): {s} is a leaf and imports nothing of {PACKAGE}")
             continue
-        if t in LEAVES:
+        if t in leaves:
             continue
         for node in (s, t):
-            if node not in LAYER_OF:
-                problems.append(f"{where}: {s} -> {t} ({imp.text}): {node} has no layer in scripts/check_imports.py")
+            if node not in layer_of:
+                problems.append(
+                    f"{where}: {scope}{s} -> {t} ({imp.text}): {node} has no layer in scripts/check_imports.py"
+                )
                 break
         else:
-            if LAYER_OF[t] > LAYER_OF[s]:
-                problems.append(f"{where}: {s} -> {t} ({imp.text}): {t} is above {s} (imports flow down the layers)")
-            elif LAYER_OF[t] == LAYER_OF[s] and (s, t) not in ALLOWED:
-                problems.append(f"{where}: {s} -> {t} ({imp.text}): {s} and {t} are siblings of one layer")
+            if layer_of[t] > layer_of[s]:
+                problems.append(
+                    f"{where}: {scope}{s} -> {t} ({imp.text}): {t} is above {s} (imports flow down the layers)"
+                )
+            elif layer_of[t] == layer_of[s] and (s, t) not in allowed:
+                problems.append(f"{where}: {scope}{s} -> {t} ({imp.text}): {s} and {t} are siblings of one layer")
     for cycle in _cycles(edges):
         members = set(cycle)
         sites = sorted(
@@ -203,17 +244,28 @@ def violations(imports: list[Import]) -> list[str]:
             for imp in imports
             if imp.source in members and imp.target in members and imp.source != imp.target
         )
-        problems.append(f"import circle between {', '.join(cycle)}: " + "; ".join(sites))
+        problems.append(f"{scope}import circle between {', '.join(cycle)}: " + "; ".join(sites))
     return problems
 
 
 def graph(imports: list[Import]) -> str:
+    out = [_graph(imports, [n for layer in LAYERS for n in layer] + sorted(LEAVES))]
+    for sub, layers in SUB_LAYERS.items():
+        inside = [
+            imp._replace(source=node_of(imp.source_module, 2), target=node_of(imp.target_module, 2))
+            for imp in imports
+            if imp.source == sub and imp.target == sub
+        ]
+        out.append(f"\ninside {sub}:\n" + _graph(inside, [n for layer in layers for n in layer]))
+    return "\n".join(out)
+
+
+def _graph(imports: list[Import], order: list[str]) -> str:
     edges: dict[str, set[str]] = defaultdict(set)
     for imp in imports:
         if imp.source != imp.target:
             edges[imp.source].add(imp.target)
-    order = [n for layer in LAYERS for n in layer] + sorted(LEAVES)
-    order += sorted(set(edges) - set(order))
+    order = order + sorted(set(edges) - set(order))
     return "\n".join(f"{n:15s} -> {', '.join(sorted(edges[n], key=order.index)) or '-'}" for n in order)
 
 

@@ -7,7 +7,8 @@ import pytest
 
 from cdc_pipeline import ENV_SCRIPT as CDC_ENV_SCRIPT
 from cdc_pipeline import CdcEnv, spark_kafka_jars, unique
-from hoodie_stream.format import fs_view, timeline
+from hoodie_stream.format.file_group import fs_view
+from hoodie_stream.format.timeline import active_timeline as timeline
 from hoodie_stream.local_spark import local_session_builder
 from locations import Location
 from s3_server import s3_server, s3_table  # noqa: F401  (fixtures: an S3-compatible server on loopback, moto)

@@ -36,8 +36,8 @@ from pathlib import Path
 
 from hoodie_stream.checkpoints import index_state
 from hoodie_stream.checkpoints.batch_checkpoint import CHECKPOINT_KEY
-from hoodie_stream.format.file_names import parse_base_file_name, parse_log_file_name
-from hoodie_stream.format.log_reader import read_log_file
+from hoodie_stream.format.file_group.file_names import parse_base_file_name, parse_log_file_name
+from hoodie_stream.format.log_file.reader import read_log_file
 from hoodie_stream.storage import storage_for
 from locations import Location
 from stream_model import OPTIONS, TableModel, table_rows
@@ -47,7 +47,7 @@ CHILD = "crash_child.py"
 POLL = 0.002  # seconds between looks at a local table
 POLL_REMOTE = 0.02  # ... at a table on the S3 test server (each look is a request or two)
 STORAGE_OPTIONS_ENV = "HOODIE_TEST_STORAGE_OPTIONS"
-RUN_TIMEOUT = 120  # seconds a child may run before it is killed anyway (never expected)
+RUN_TIMEOUT = 300  # seconds a child may run before it is killed anyway (never expected; room for a slow machine)
 
 IDENTIFIER = OPTIONS.get("hoodie.datasource.write.streaming.checkpoint.identifier", "default_single_writer")
 _TIMELINE_FILE = re.compile(
@@ -225,7 +225,7 @@ def session_members(sid):
     return out
 
 
-def kill_when(proc, log_path, ready, what, timeout=120):
+def kill_when(proc, log_path, ready, what, timeout=300):
     """Poll `ready()` until it holds, then SIGKILL the child's whole session; fail with the child's log when it ends
     first, naming `what` when `ready` never held within `timeout` seconds."""
     deadline = time.monotonic() + timeout

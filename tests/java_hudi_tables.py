@@ -6,8 +6,8 @@ from __future__ import annotations
 from hoodie_stream import DebeziumSink, HoodieStreamSink, HoodieTable, write
 from hoodie_stream.cli.rollback import rollback
 from hoodie_stream.compaction.offline import clean_table, compact_table
-from hoodie_stream.format.archived_timeline import archive_files
-from hoodie_stream.format.timeline import Timeline
+from hoodie_stream.format.timeline.active_timeline import Timeline
+from hoodie_stream.format.timeline.archived_timeline import archive_files
 from hoodie_stream.storage import storage_for
 
 DDL = "id long, ts long, city string, v string"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hoodie_stream import HoodieStreamSink, HoodieTable
-from hoodie_stream.format.file_names import parse_base_file_name, parse_log_file_name
+from hoodie_stream.format.file_group.file_names import parse_base_file_name, parse_log_file_name
 from hoodie_stream.storage import Storage, storage_for
 from oracle import rs_read
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from hoodie_stream import HoodieStreamSink, HoodieTable
 from hoodie_stream.checkpoints.batch_checkpoint import CHECKPOINT_KEY
-from hoodie_stream.format.file_names import parse_base_file_name, parse_log_file_name
+from hoodie_stream.format.file_group.file_names import parse_base_file_name, parse_log_file_name
 from hoodie_stream.storage import storage_for
 from stream_model import OPTIONS, SCHEMA_DDL, table_rows
 

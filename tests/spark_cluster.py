@@ -89,7 +89,7 @@ def tail(path, n=40):
 class StandaloneCluster:
     """Master + `workers` workers on 127.0.0.1; `start()` returns once every worker is ALIVE at the master."""
 
-    def __init__(self, root, workers=2, cores=1, memory="1g", python=sys.executable, start_timeout=90.0):
+    def __init__(self, root, workers=2, cores=1, memory="1g", python=sys.executable, start_timeout=240.0):
         self.root = str(root)
         self.n_workers = workers
         self.cores = cores

@@ -13,17 +13,17 @@ from hoodie_stream.compaction import clean as cleaning
 from hoodie_stream.compaction.archive_merge import PLAN_NAME, finish_interrupted_merge, merge_small_archive_files
 from hoodie_stream.compaction.archiver import archive
 from hoodie_stream.errors import HoodieConfigError
-from hoodie_stream.format.archived_timeline import (
+from hoodie_stream.format.avro.models import read_container
+from hoodie_stream.format.hoodie_table import HoodieTable
+from hoodie_stream.format.timeline.active_timeline import Timeline
+from hoodie_stream.format.timeline.archived_timeline import (
     ArchivedTimeline,
     archive_files,
     read_archive_file,
     read_archive_records,
     write_archive_file,
 )
-from hoodie_stream.format.avro_models import read_container
-from hoodie_stream.format.reader import HoodieTable
-from hoodie_stream.format.timeline import Timeline
-from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.format.write.writer import HoodieWriter
 from hoodie_stream.options import parse_compaction_options
 from hoodie_stream.storage import LocalStorage
 from test_archiver import SMALL, Crash, CrashingStorage, _entry, _rows, build_table

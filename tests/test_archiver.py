@@ -24,7 +24,11 @@ from hoodie_stream.compaction.execute import compact_operation
 from hoodie_stream.compaction.operation import plan_operations
 from hoodie_stream.compaction.plan import pending_plans, schedule_compaction
 from hoodie_stream.errors import HoodieConfigError
-from hoodie_stream.format.archived_timeline import (
+from hoodie_stream.format.hoodie_table import HoodieTable
+from hoodie_stream.format.log_file.log_block import BlockType, HeaderKey
+from hoodie_stream.format.log_file.reader import read_log_file
+from hoodie_stream.format.timeline.active_timeline import Timeline
+from hoodie_stream.format.timeline.archived_timeline import (
     SCHEMA,
     ArchivedTimeline,
     archive_files,
@@ -33,13 +37,9 @@ from hoodie_stream.format.archived_timeline import (
     read_archive_records,
     write_archive_file,
 )
-from hoodie_stream.format.commit_metadata import CommitMetadata
-from hoodie_stream.format.instant import Instant
-from hoodie_stream.format.log_block import BlockType, HeaderKey
-from hoodie_stream.format.log_reader import read_log_file
-from hoodie_stream.format.reader import HoodieTable
-from hoodie_stream.format.timeline import Timeline
-from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.format.timeline.commit_metadata import CommitMetadata
+from hoodie_stream.format.timeline.instant import Instant
+from hoodie_stream.format.write.writer import HoodieWriter
 from hoodie_stream.options import parse_compaction_options
 from hoodie_stream.storage import LocalStorage
 from oracle import assert_same_rows, rs_read
@@ -426,7 +426,7 @@ def test_a_crashed_run_is_finished_by_the_next(table_dir, tmp_path):
 KILL_CHILD = """
 import sys, time
 from hoodie_stream.compaction.archiver import archive
-from hoodie_stream.format.timeline import Timeline
+from hoodie_stream.format.timeline.active_timeline import Timeline
 from hoodie_stream.options import parse_compaction_options
 path, opts = sys.argv[1], dict(zip(sys.argv[2::2], sys.argv[3::2]))
 timeline = Timeline(path)

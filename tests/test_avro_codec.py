@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from conftest import LOG_FILES
 from hoodie_stream.errors import HoodieFormatError
-from hoodie_stream.format.avro_conform import conform_table
-from hoodie_stream.format.avro_decoder import decode_field, decode_records
-from hoodie_stream.format.avro_encoder import encode_records
-from hoodie_stream.format.avro_schema import arrow_to_avro_schema, avro_to_arrow_schema, with_meta_fields
+from hoodie_stream.format.avro.conform import conform_table
+from hoodie_stream.format.avro.decoder import decode_field, decode_records
+from hoodie_stream.format.avro.encoder import encode_records
+from hoodie_stream.format.avro.schema import arrow_to_avro_schema, avro_to_arrow_schema, with_meta_fields
 
 # ---------------------------------------------------------------- helpers
 
@@ -518,7 +518,7 @@ def test_varints_read_a_slice_of_rows_at_a_time_decode_alike(monkeypatch):
     """Varints of more than one byte are read VARINT_ROWS rows at a time (bounding the windows' memory); with a
     slice of 3 rows, numbers of every width, string lengths and a varint at the buffer's very end decode as
     fastavro decodes them."""
-    from hoodie_stream.format import avro_decoder
+    from hoodie_stream.format.avro import decoder as avro_decoder
 
     monkeypatch.setattr(avro_decoder, "VARINT_ROWS", 3)
     rng = np.random.default_rng(5)

@@ -9,8 +9,8 @@ import pytest
 
 from conftest import LOG_FILES, v6_table_zips
 from hoodie_stream.errors import HoodieFormatError
-from hoodie_stream.format import avro_models
-from hoodie_stream.format.avro_models import (
+from hoodie_stream.format.avro import models as avro_models
+from hoodie_stream.format.avro.models import (
     SCHEMAS,
     container_schema,
     container_sync,

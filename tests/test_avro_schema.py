@@ -8,7 +8,7 @@ import pytest
 
 from conftest import LOG_FILES, unzip_table, v6_table_zips
 from hoodie_stream.errors import HoodieFormatError
-from hoodie_stream.format.avro_schema import (
+from hoodie_stream.format.avro.schema import (
     META_FIELDS,
     arrow_to_avro_schema,
     avro_to_arrow_schema,

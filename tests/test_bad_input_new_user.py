@@ -9,7 +9,7 @@ import pytest
 
 from hoodie_stream import HoodieStreamSink, HoodieTable
 from hoodie_stream.errors import HoodieConfigError, HoodieError, HoodieKeyError, HoodieTableError
-from hoodie_stream.format.instant import parse_instant_time
+from hoodie_stream.format.timeline.instant import parse_instant_time
 from hoodie_stream.streaming_sink import sink as sink_module
 from oracle import assert_same_rows, rows, rs_read
 from stream_model import OPTIONS, SCHEMA_DDL

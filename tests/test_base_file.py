@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hoodie_stream.format.base_file import (
+from hoodie_stream.format.base_file.parquet import (
     META_FIELDS,
     key_range,
     read_base_file,

@@ -8,8 +8,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from hoodie_stream.format.base_file import BaseFileWriter, read_base_file, read_footer
-from hoodie_stream.format.bloom_filter import BloomFilter
+from hoodie_stream.format.base_file.bloom_filter import BloomFilter
+from hoodie_stream.format.base_file.parquet import BaseFileWriter, read_base_file, read_footer
 from storage_helpers import at
 
 META = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path"]

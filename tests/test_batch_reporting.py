@@ -12,8 +12,8 @@ from hoodie_stream.__main__ import main
 from hoodie_stream.chain.columns import FILE_ID, KEY, KIND, PARTITION, SEQ, RecordKind
 from hoodie_stream.chain.stages import BatchContext, WriteSpec
 from hoodie_stream.debezium import DebeziumSink
-from hoodie_stream.format.commit_metadata import RECORDS_MOVED_KEY, CommitMetadata, WriteStat
-from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.format.timeline.commit_metadata import RECORDS_MOVED_KEY, CommitMetadata, WriteStat
+from hoodie_stream.format.write.writer import HoodieWriter
 from hoodie_stream.storage import storage_for
 from hoodie_stream.streaming_sink import write_function as wf
 from hoodie_stream.streaming_sink.batch_metrics import log_batch, result_figures

@@ -14,7 +14,7 @@ import hoodie_stream
 from hoodie_stream import HoodieStreamSink, HoodieTable
 from hoodie_stream.checkpoints.batch_checkpoint import CHECKPOINT_KEY
 from hoodie_stream.errors import HoodieConfigError, HoodieLockError, HoodieTableError, HoodieUsageError
-from hoodie_stream.format import table_info
+from hoodie_stream.format.views import table_info
 from hoodie_stream.options import parse_options
 from hoodie_stream.spark import HoodieDataSource, register
 from oracle import rs_read

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from conftest import v6_table_zips
 from hoodie_stream.errors import HoodieKeyError
-from hoodie_stream.format.bloom_filter import BloomFilter, murmur_chain
+from hoodie_stream.format.base_file.bloom_filter import BloomFilter, murmur_chain
 
 BLOOM_KEY = b"org.apache.hudi.bloomfilter"
 

@@ -19,7 +19,7 @@ from hoodie_stream import HoodieStreamSink, HoodieTable
 from hoodie_stream.chain.sql_keys import record_key_sql
 from hoodie_stream.checkpoints import index_state
 from hoodie_stream.errors import HoodieConfigError, HoodiePathError
-from hoodie_stream.format.base_file import (
+from hoodie_stream.format.base_file.parquet import (
     MAX_KEY,
     MIN_KEY,
     parquet_file,
@@ -27,8 +27,8 @@ from hoodie_stream.format.base_file import (
     read_bloom_filter,
     read_footer,
 )
-from hoodie_stream.format.file_names import parse_base_file_name, parse_log_file_name
-from hoodie_stream.format.keygen import make_key_generator
+from hoodie_stream.format.file_group.file_names import parse_base_file_name, parse_log_file_name
+from hoodie_stream.format.record.keygen import make_key_generator
 from hoodie_stream.options import parse_options
 from hoodie_stream.storage import LocalStorage
 from hoodie_stream.streaming_sink import bulk_insert_write
@@ -455,7 +455,7 @@ def _outliving_task(tmp_path, file_records=4, **spec_fields):
 
     from hoodie_stream.chain.columns import DELETE, KEY, KEY_GROUP, PARTITION, SEQ
     from hoodie_stream.chain.stages import BatchContext, BulkInsertSpec
-    from hoodie_stream.format.avro_schema import arrow_to_avro_schema
+    from hoodie_stream.format.avro.schema import arrow_to_avro_schema
 
     storage = LocalStorage(str(tmp_path / "t"))
     instant = "20260101000000000"

@@ -1,4 +1,4 @@
-"""The changelog's JSON images (format/cdc_json.py, vectorized with Arrow) against a plain-Python model: every row
+"""The changelog's JSON images (format/cdc/json_images.py, vectorized with Arrow) against a plain-Python model: every row
 parses back, with Python's json module, to the row's values as Avro renders them (dates as days, timestamps as their
 stored integers, decimals as text), whatever the strings hold (quotes, backslashes, control characters, any
 Unicode) and whatever the floats are (NaN, infinities)."""
@@ -12,7 +12,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hoodie_stream.format.cdc_json import json_rows
+from hoodie_stream.format.cdc.json_images import json_rows
 
 SCHEMA = pa.schema(
     [

@@ -18,7 +18,7 @@ from hoodie_stream import HoodieTable
 from hoodie_stream.storage import storage_for
 
 KILLS = 2
-RUN_TIMEOUT = 300
+RUN_TIMEOUT = 600
 # Killed runs take a few offsets per micro-batch, so that a kill lands in the middle of one of many commits; the
 # catch-up runs after them take wide micro-batches (a loaded machine takes seconds per micro-batch).
 KILLED_RUN_OFFSETS, CATCH_UP_OFFSETS = 40, 1000

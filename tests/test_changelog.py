@@ -26,12 +26,12 @@ from hoodie_stream.compaction.execute import compact_operation
 from hoodie_stream.compaction.operation import plan_operations
 from hoodie_stream.compaction.plan import pending_file_groups, pending_plans, schedule_compaction
 from hoodie_stream.errors import HoodieConfigError, HoodieError
-from hoodie_stream.format.cdc import logging_mode
-from hoodie_stream.format.commit_metadata import CommitMetadata
-from hoodie_stream.format.fs_view import FileSystemView
-from hoodie_stream.format.time_travel import HoodieTimeTravelError
-from hoodie_stream.format.timeline import Timeline
-from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.format.cdc.query import logging_mode
+from hoodie_stream.format.file_group.fs_view import FileSystemView
+from hoodie_stream.format.read.time_travel import HoodieTimeTravelError
+from hoodie_stream.format.timeline.active_timeline import Timeline
+from hoodie_stream.format.timeline.commit_metadata import CommitMetadata
+from hoodie_stream.format.write.writer import HoodieWriter
 from hoodie_stream.options import parse_compaction_options
 
 SCHEMA = pa.schema([("id", pa.string()), ("region", pa.string()), ("v", pa.int64()), ("ts", pa.int64())])

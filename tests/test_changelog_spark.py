@@ -257,7 +257,7 @@ def test_sigkill_of_the_bronze_writer_mid_commit(spark, tmp_path, monkeypatch):
         state = timeline_state(bronze) if (tmp_path / "bronze" / ".hoodie").exists() else {}
         return len(completed(state, "deltacommit")) >= 2 and bool(pending(state, "deltacommit"))
 
-    kill_when(proc, tmp_path / "w1.log", in_flight_after_two, "a third delta commit in flight", timeout=180)
+    kill_when(proc, tmp_path / "w1.log", in_flight_after_two, "a third delta commit in flight", timeout=360)
     in_flight = pending(timeline_state(bronze), "deltacommit")
     assert in_flight
 

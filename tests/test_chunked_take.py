@@ -5,7 +5,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hoodie_stream.format.chunked_take import RowTaker
+from hoodie_stream.format.util.chunked_take import RowTaker
 
 
 @st.composite

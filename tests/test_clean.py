@@ -8,10 +8,10 @@ from hoodie_stream.cli.validate import validate
 from hoodie_stream.compaction import clean as cleaning
 from hoodie_stream.compaction.plan import pending_plans, schedule_compaction
 from hoodie_stream.compaction.service import recover
-from hoodie_stream.format.avro_models import read_container
-from hoodie_stream.format.fs_view import FileSystemView
-from hoodie_stream.format.instant import Instant, instant_to_datetime
-from hoodie_stream.format.timeline import Timeline
+from hoodie_stream.format.avro.models import read_container
+from hoodie_stream.format.file_group.fs_view import FileSystemView
+from hoodie_stream.format.timeline.active_timeline import Timeline
+from hoodie_stream.format.timeline.instant import Instant, instant_to_datetime
 from hoodie_stream.options import parse_compaction_options
 from locations import Location
 from stream_model import OPTIONS, TableModel, events_df, generate_batches, table_rows

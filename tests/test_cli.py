@@ -14,11 +14,11 @@ from conftest import v6_table_zips
 from hoodie_stream.__main__ import main
 from hoodie_stream.checkpoints import index_state
 from hoodie_stream.cli import progress
-from hoodie_stream.format.file_names import parse_base_file_name, parse_log_file_name
-from hoodie_stream.format.fs_view import FileSystemView
-from hoodie_stream.format.log_reader import read_log_blocks
-from hoodie_stream.format.reader import HoodieTable
-from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.format.file_group.file_names import parse_base_file_name, parse_log_file_name
+from hoodie_stream.format.file_group.fs_view import FileSystemView
+from hoodie_stream.format.hoodie_table import HoodieTable
+from hoodie_stream.format.log_file.reader import read_log_blocks
+from hoodie_stream.format.write.writer import HoodieWriter
 from locations import Location
 from stream_model import OPTIONS, events_df, generate_batches
 
@@ -496,7 +496,7 @@ def test_compact_prints_one_truthful_outcome(capsys, monkeypatch, tmp_path):
     plan it says there was nothing to run, and starts no Spark."""
     from hoodie_stream.compaction import offline
     from hoodie_stream.compaction.plan import pending_plans
-    from hoodie_stream.format.timeline import Timeline
+    from hoodie_stream.format.timeline.active_timeline import Timeline
 
     t = Written(Location(str(tmp_path / "t")))
     monkeypatch.setattr(offline, "local_session_builder", _NoSpark)
@@ -516,8 +516,8 @@ def test_compact_prints_one_truthful_outcome(capsys, monkeypatch, tmp_path):
 
 def test_validate_finds_a_pending_compaction_plan_that_cannot_run(capsys, location):
     from hoodie_stream.compaction.plan import make_operations, schedule_compaction
-    from hoodie_stream.format.markers import create_marker, marker_dir
-    from hoodie_stream.format.timeline import Timeline
+    from hoodie_stream.format.table.markers import create_marker, marker_dir
+    from hoodie_stream.format.timeline.active_timeline import Timeline
 
     t = Written(location)
     opts = t.args()

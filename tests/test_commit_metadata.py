@@ -6,7 +6,7 @@ import pytest
 
 from conftest import v6_table_zips
 from hoodie_stream.errors import HoodieFormatError
-from hoodie_stream.format.commit_metadata import CommitMetadata, WriteStat, jackson_pretty
+from hoodie_stream.format.timeline.commit_metadata import CommitMetadata, WriteStat, jackson_pretty
 
 V6 = [p.stem for p in v6_table_zips()]
 

@@ -16,10 +16,10 @@ from hoodie_stream.compaction.operation import plan_operations
 from hoodie_stream.compaction.plan import pending_plans, schedule_compaction
 from hoodie_stream.compaction.run import run_compaction
 from hoodie_stream.errors import HoodieObjectNotFoundError
-from hoodie_stream.format.commit_metadata import CommitMetadata
-from hoodie_stream.format.fs_view import FileSystemView
-from hoodie_stream.format.markers import marker_dir, marker_name
-from hoodie_stream.format.timeline import Timeline
+from hoodie_stream.format.file_group.fs_view import FileSystemView
+from hoodie_stream.format.table.markers import marker_dir, marker_name
+from hoodie_stream.format.timeline.active_timeline import Timeline
+from hoodie_stream.format.timeline.commit_metadata import CommitMetadata
 from hoodie_stream.options import parse_compaction_options
 from hoodie_stream.storage import Storage, storage_for
 from hoodie_stream.storage import local as local_storage

@@ -56,9 +56,9 @@ from crash_harness import check_files, kill_session, session_members
 from hoodie_stream.__main__ import main as cli_main
 from hoodie_stream.compaction.offline import compact_table
 from hoodie_stream.compaction.plan import pending_plans
-from hoodie_stream.format.avro_models import read_container
-from hoodie_stream.format.file_names import parse_base_file_name
-from hoodie_stream.format.timeline import Timeline
+from hoodie_stream.format.avro.models import read_container
+from hoodie_stream.format.file_group.file_names import parse_base_file_name
+from hoodie_stream.format.timeline.active_timeline import Timeline
 from hoodie_stream.storage import LocalStorage
 from hoodie_stream.storage.local import is_temp_name
 from locations import Location
@@ -68,7 +68,7 @@ from test_compaction import _setup, compaction_commits
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 POLL = {"local": 0.002, "s3": 0.02}  # seconds between looks (none on local disk while a service runs)
-TIMEOUT = 180
+TIMEOUT = 400
 # 4 delta commits, a compaction, a delta commit: 8 small file groups, a plan of most of them, a clean of dozens of
 # files
 SETUP = dict(n=4, seed=41)
@@ -422,7 +422,7 @@ def _running_tasks(spark, group):
     return running
 
 
-def _wait_for(condition, what, timeout=120):
+def _wait_for(condition, what, timeout=300):
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, f"{what} within {timeout}s"

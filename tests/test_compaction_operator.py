@@ -13,12 +13,12 @@ from hoodie_stream import HoodieTable
 from hoodie_stream.compaction.execute import compact_operation
 from hoodie_stream.compaction.operation import plan_operations
 from hoodie_stream.compaction.plan import pending_plans, schedule_compaction
-from hoodie_stream.format.base_file import read_base_file, read_bloom_filter, read_footer, write_base_file
-from hoodie_stream.format.bloom_filter import bit_positions
-from hoodie_stream.format.commit_metadata import CommitMetadata
-from hoodie_stream.format.fs_view import FileSystemView
-from hoodie_stream.format.timeline import Timeline
-from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.format.base_file.bloom_filter import bit_positions
+from hoodie_stream.format.base_file.parquet import read_base_file, read_bloom_filter, read_footer, write_base_file
+from hoodie_stream.format.file_group.fs_view import FileSystemView
+from hoodie_stream.format.timeline.active_timeline import Timeline
+from hoodie_stream.format.timeline.commit_metadata import CommitMetadata
+from hoodie_stream.format.write.writer import HoodieWriter
 from hoodie_stream.options import parse_compaction_options
 from oracle import assert_same_rows, rs_read
 
@@ -234,7 +234,7 @@ def test_a_log_only_slice_merged_in_key_ranges_decodes_each_log_record_once(tmp_
     decoded once in all, whatever the number of ranges, and the spill is gone afterwards. The table read by hudi-rs
     is the same before and after."""
     from hoodie_stream.compaction import execute
-    from hoodie_stream.format import log_scanner
+    from hoodie_stream.format.log_file import scanner as log_scanner
 
     path = str(tmp_path / "t")
     n = 6_000

@@ -22,8 +22,8 @@ from hoodie_stream.chain.scheduler_pools import (
 from hoodie_stream.compaction.operation import CompactionOperation, plan_operations
 from hoodie_stream.compaction.pace import INITIAL_MB_PER_TASK, MARGIN, CompactionPace
 from hoodie_stream.compaction.plan import order_and_bound, pending_plans, schedule_compaction
-from hoodie_stream.format.fs_view import FileSystemView
-from hoodie_stream.format.timeline import Timeline
+from hoodie_stream.format.file_group.fs_view import FileSystemView
+from hoodie_stream.format.timeline.active_timeline import Timeline
 from hoodie_stream.options import parse_compaction_options
 from oracle import rs_read
 from stream_model import OPTIONS, TableModel, events_df, generate_batches, table_rows

@@ -22,7 +22,7 @@ SETS = [  # (message set, record key, connector)
 ]
 N_BATCHES = 5
 KILLS = 2
-RUN_TIMEOUT = 180
+RUN_TIMEOUT = 400
 
 
 def test_a_kill_between_two_tables_commits_loses_and_duplicates_nothing(tmp_path, location):

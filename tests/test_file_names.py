@@ -7,7 +7,7 @@ import pytest
 from conftest import LOG_FILES, unzip_table, v6_table_zips
 from hoodie_stream.checkpoints.recovery import remove_leftovers
 from hoodie_stream.errors import HoodieFormatError
-from hoodie_stream.format.file_names import (
+from hoodie_stream.format.file_group.file_names import (
     BaseFileName,
     LogFileName,
     base_file_name,
@@ -20,7 +20,7 @@ from hoodie_stream.format.file_names import (
     parse_log_file_name,
     write_token,
 )
-from hoodie_stream.format.markers import create_marker, delete_markers, list_markers, marker_dir, marker_name
+from hoodie_stream.format.table.markers import create_marker, delete_markers, list_markers, marker_dir, marker_name
 from hoodie_stream.storage import LocalStorage
 from hoodie_stream.storage.local import temp_name
 

@@ -4,7 +4,7 @@ import pytest
 
 from conftest import v6_table_zips
 from hoodie_stream.errors import HoodieError
-from hoodie_stream.format.reader import HoodieTable
+from hoodie_stream.format.hoodie_table import HoodieTable
 from oracle import assert_same_rows, rs_completed_instants, rs_read
 
 ZIPS = [p.stem for p in v6_table_zips()]

@@ -2,11 +2,11 @@
 
 import pyarrow as pa
 
-from hoodie_stream.format.avro_models import write_container
-from hoodie_stream.format.fs_view import FileSystemView
-from hoodie_stream.format.instant import new_instant_time
-from hoodie_stream.format.reader import HoodieTable
-from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.format.avro.models import write_container
+from hoodie_stream.format.file_group.fs_view import FileSystemView
+from hoodie_stream.format.hoodie_table import HoodieTable
+from hoodie_stream.format.timeline.instant import new_instant_time
+from hoodie_stream.format.write.writer import HoodieWriter
 from oracle import assert_same_rows, rs_read
 
 SCHEMA = pa.schema([("id", pa.string()), ("part", pa.string()), ("ts", pa.int64()), ("v", pa.string())])

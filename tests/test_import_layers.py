@@ -82,3 +82,30 @@ def test_a_clean_package_passes(tmp_path):
         },
     )
     assert check.violations(check.all_imports(pkg)) == []
+
+
+def test_inside_format_the_subpackages_have_layers_too(tmp_path):
+    """The reader importing a view of itself (a circle inside `format`), and a timeline module importing the reader
+    (upward inside `format`), are reported; down imports inside `format` and its package docstring are fine."""
+    check = _load_script()
+    pkg = _package(
+        tmp_path,
+        {
+            "errors.py": "",
+            "format/__init__.py": '"""the format"""\n',
+            "format/read/table_reader.py": "from ..views.table_html import html\nfrom ..timeline import instant\n",
+            "format/views/table_html.py": "from ..read.table_reader import TableReader\n",
+            "format/timeline/instant.py": "from ...errors import E\nfrom ..read import table_reader\n",
+            "format/hoodie_table.py": "from .read.table_reader import TableReader\nfrom .views import table_html\n",
+        },
+    )
+    problems = check.violations(check.all_imports(pkg))
+    text = "\n".join(problems)
+    assert (
+        "format/read/table_reader.py:1: hoodie_stream.format: read -> views" in text and "views is above read" in text
+    )
+    assert "format/timeline/instant.py:2: hoodie_stream.format: timeline -> read" in text
+    circles = [p.partition(":")[0] for p in problems if "import circle" in p]
+    assert circles == ["hoodie_stream.format"], problems
+    assert "hoodie_stream.format: import circle between read, timeline, views" in text
+    assert len(problems) == 3, problems

@@ -9,7 +9,7 @@ import pytest
 import java_hudi as jh
 from hoodie_stream import HoodieTable
 from hoodie_stream.compaction.archiver import archive
-from hoodie_stream.format.timeline import Timeline
+from hoodie_stream.format.timeline.active_timeline import Timeline
 from hoodie_stream.options import parse_compaction_options
 from test_archiver import build_table
 

@@ -16,7 +16,7 @@ import pytest
 import java_hudi as jh
 import java_hudi_tables as tables
 from hoodie_stream import HoodieTable
-from hoodie_stream.format.avro_schema import META_FIELDS
+from hoodie_stream.format.avro.schema import META_FIELDS
 
 pytestmark = [pytest.mark.java_hudi, pytest.mark.spark]
 ORACLE = "0.15.0"

@@ -12,7 +12,7 @@ import java_hudi as jh
 from conftest import unzip_table, v6_table_zips
 from hoodie_stream import HoodieTable
 from hoodie_stream.errors import HoodieError
-from hoodie_stream.format.instant import COMMIT_ACTIONS
+from hoodie_stream.format.timeline.instant import COMMIT_ACTIONS
 from java_hudi_tables import MAKERS, plain
 
 pytestmark = [pytest.mark.java_hudi, pytest.mark.spark]

@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 
 from conftest import v6_table_zips
 from hoodie_stream.errors import HoodieConfigError, HoodieKeyError
-from hoodie_stream.format.java_properties import load_bytes
-from hoodie_stream.format.keygen import (
+from hoodie_stream.format.record.keygen import (
     ComplexKeyGenerator,
     NonpartitionedKeyGenerator,
     SimpleKeyGenerator,
@@ -20,6 +19,7 @@ from hoodie_stream.format.keygen import (
     make_key_generator,
     value_strings,
 )
+from hoodie_stream.format.util.java_properties import load_bytes
 from storage_helpers import at
 
 HIVE_ESCAPES = set(chr(c) for c in range(0x20)) | set("\"#%'*/:=?\\\x7f{[]^")
@@ -93,9 +93,9 @@ def test_fixture_keys_and_partitions(zip_path, fixture_table):
 
 
 def test_fixture_parquet_log_blocks(fixture_table):
-    from hoodie_stream.format.data_block import read_parquet_content
-    from hoodie_stream.format.log_block import BlockType
-    from hoodie_stream.format.log_reader import read_log_file
+    from hoodie_stream.format.log_file.data_block import read_parquet_content
+    from hoodie_stream.format.log_file.log_block import BlockType
+    from hoodie_stream.format.log_file.reader import read_log_file
 
     checked = 0
     for zip_path in v6_table_zips():

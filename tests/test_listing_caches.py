@@ -8,10 +8,11 @@ import pyarrow as pa
 from hoodie_stream import HoodieStreamSink
 from hoodie_stream.bucket_assign import assigner
 from hoodie_stream.checkpoints import index_state
-from hoodie_stream.format import fs_view, timeline
-from hoodie_stream.format.fs_view import FileSystemView
-from hoodie_stream.format.timeline import Timeline
-from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.format.file_group import fs_view
+from hoodie_stream.format.file_group.fs_view import FileSystemView
+from hoodie_stream.format.timeline import active_timeline as timeline
+from hoodie_stream.format.timeline.active_timeline import Timeline
+from hoodie_stream.format.write.writer import HoodieWriter
 from hoodie_stream.storage import LocalStorage
 from stream_model import OPTIONS, events_df, generate_batches
 

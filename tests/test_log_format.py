@@ -13,15 +13,15 @@ from hypothesis import strategies as st
 
 from conftest import LOG_FILES, v6_table_zips
 from hoodie_stream.errors import HoodieFormatError
-from hoodie_stream.format.data_block import (
+from hoodie_stream.format.file_group.file_names import log_sort_key, parse_log_file_name
+from hoodie_stream.format.log_file.data_block import (
     avro_data_content,
     parquet_data_content,
     read_parquet_content,
     split_avro_data_content,
 )
-from hoodie_stream.format.delete_block import delete_content, parse_delete_content
-from hoodie_stream.format.file_names import log_sort_key, parse_log_file_name
-from hoodie_stream.format.log_block import (
+from hoodie_stream.format.log_file.delete_block import delete_content, parse_delete_content
+from hoodie_stream.format.log_file.log_block import (
     MAGIC,
     BlockType,
     HeaderKey,
@@ -30,8 +30,8 @@ from hoodie_stream.format.log_block import (
     encode_block,
     rollback_command_block,
 )
-from hoodie_stream.format.log_reader import read_log_blocks, read_log_file
-from hoodie_stream.format.log_writer import encode_log_file, write_log_file
+from hoodie_stream.format.log_file.reader import read_log_blocks, read_log_file
+from hoodie_stream.format.log_file.writer import encode_log_file, write_log_file
 from storage_helpers import at
 
 hudi = pytest.importorskip("hudi")
@@ -425,7 +425,7 @@ def test_vectorized_delete_content_is_byte_identical(keys, partition, ordering_t
     values (nulls: no ordering value), for every ordering type the writer meets."""
     import datetime
 
-    from hoodie_stream.format.delete_block import delete_content_arrow
+    from hoodie_stream.format.log_file.delete_block import delete_content_arrow
 
     def value():
         if rnd.random() < 0.3:

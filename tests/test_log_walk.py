@@ -13,14 +13,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hoodie_stream.errors import HoodieFormatError
-from hoodie_stream.format import data_block
-from hoodie_stream.format.avro_decoder import decode_records
-from hoodie_stream.format.avro_encoder import encode_records
-from hoodie_stream.format.data_block import avro_data_content, avro_record_bounds, split_avro_data_content
-from hoodie_stream.format.log_block import BlockType, HeaderKey, LogBlock
-from hoodie_stream.format.log_reader import read_log_file
-from hoodie_stream.format.log_scanner import block_versions
-from hoodie_stream.format.log_writer import write_log_file
+from hoodie_stream.format.avro.decoder import decode_records
+from hoodie_stream.format.avro.encoder import encode_records
+from hoodie_stream.format.log_file import data_block
+from hoodie_stream.format.log_file.data_block import avro_data_content, avro_record_bounds, split_avro_data_content
+from hoodie_stream.format.log_file.log_block import BlockType, HeaderKey, LogBlock
+from hoodie_stream.format.log_file.reader import read_log_file
+from hoodie_stream.format.log_file.scanner import block_versions
+from hoodie_stream.format.log_file.writer import write_log_file
 from storage_helpers import at
 
 

@@ -1,4 +1,4 @@
-"""merge() and merge_pieces() against a plain model of the merge rules (format/merge.py's docstring), on random
+"""merge() and merge_pieces() against a plain model of the merge rules (format/record/merge.py's docstring), on random
 versions: a base file with unique keys, then log blocks of upserts, `_hoodie_is_deleted` rows and deletes."""
 
 import pyarrow as pa
@@ -6,7 +6,7 @@ import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hoodie_stream.format.merge import (
+from hoodie_stream.format.record.merge import (
     COMMIT_TIME_ORDERING,
     EVENT_TIME_ORDERING,
     Version,

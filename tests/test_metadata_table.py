@@ -42,14 +42,10 @@ from conftest import TABLE_ZIPS
 from hoodie_stream import HoodieStreamSink, HoodieTable, HoodieWriter
 from hoodie_stream.compaction.offline import clean_table, compact_table
 from hoodie_stream.errors import HoodieConfigError, HoodieTableError
-from hoodie_stream.format import java_properties
-from hoodie_stream.format.commit_metadata import CommitMetadata, WriteStat
-from hoodie_stream.format.delete_block import delete_content
-from hoodie_stream.format.log_block import BlockType, HeaderKey, LogBlock, decode_block_at
-from hoodie_stream.format.log_writer import encode_log_file
-from hoodie_stream.format.metadata_table import remove_metadata_table
-from hoodie_stream.format.partition_metadata import read_partition_metadata, write_partition_metadata
-from hoodie_stream.format.table_config import (
+from hoodie_stream.format.log_file.delete_block import delete_content
+from hoodie_stream.format.log_file.log_block import BlockType, HeaderKey, LogBlock, decode_block_at
+from hoodie_stream.format.log_file.writer import encode_log_file
+from hoodie_stream.format.table.config import (
     BACKUP_PATH,
     EMPTY_DIRS,
     METADATA_TABLE_DIR,
@@ -58,7 +54,11 @@ from hoodie_stream.format.table_config import (
     checksum,
     properties_bytes,
 )
-from hoodie_stream.format.timeline import Timeline
+from hoodie_stream.format.table.metadata_table import remove_metadata_table
+from hoodie_stream.format.table.partition_metadata import read_partition_metadata, write_partition_metadata
+from hoodie_stream.format.timeline.active_timeline import Timeline
+from hoodie_stream.format.timeline.commit_metadata import CommitMetadata, WriteStat
+from hoodie_stream.format.util import java_properties
 from hoodie_stream.storage import LocalStorage, storage_for
 from oracle import assert_same_rows, rs_read
 

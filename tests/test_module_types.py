@@ -10,7 +10,7 @@ from hoodie_stream.bucket_assign.assigner import BucketAssigner
 from hoodie_stream.bucket_assign.write_tasks import WritePlan
 from hoodie_stream.chain.stages import AssignSpec, BatchContext, WriteSpec
 from hoodie_stream.compaction.operation import CompactionOperation, plan_operations
-from hoodie_stream.format.avro_models import read_container, write_container
+from hoodie_stream.format.avro.models import read_container, write_container
 from hoodie_stream.options import CompactionOptions, LockOptions, SinkOptions, options_of, parse_options
 from hoodie_stream.storage import storage_for
 from hoodie_stream.streaming_sink.key_by import KeyBy

@@ -10,8 +10,8 @@ import pytest
 
 from hoodie_stream import HoodieTable
 from hoodie_stream.errors import HoodieConfigError, HoodieTableError
-from hoodie_stream.format.instant import parse_instant_time
-from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.format.timeline.instant import parse_instant_time
+from hoodie_stream.format.write.writer import HoodieWriter
 from hoodie_stream.storage import storage_for
 from timed_table import INSTANTS, SCHEMA, values
 

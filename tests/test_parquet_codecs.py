@@ -11,15 +11,15 @@ from hoodie_stream.compaction.execute import CompactTask, compact_operation
 from hoodie_stream.compaction.operation import plan_operations
 from hoodie_stream.compaction.plan import pending_plans, schedule_compaction
 from hoodie_stream.errors import HoodieConfigError
-from hoodie_stream.format.base_file import PARQUET_CODECS, read_base_file, read_footer, write_base_file
-from hoodie_stream.format.commit_metadata import CommitMetadata
-from hoodie_stream.format.data_block import parquet_data_content, read_parquet_content
-from hoodie_stream.format.file_names import parse_log_file_name
-from hoodie_stream.format.log_block import BlockType, LogBlock
-from hoodie_stream.format.log_reader import read_log_file
-from hoodie_stream.format.log_writer import encode_log_file
-from hoodie_stream.format.timeline import Timeline
-from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.format.base_file.parquet import PARQUET_CODECS, read_base_file, read_footer, write_base_file
+from hoodie_stream.format.file_group.file_names import parse_log_file_name
+from hoodie_stream.format.log_file.data_block import parquet_data_content, read_parquet_content
+from hoodie_stream.format.log_file.log_block import BlockType, LogBlock
+from hoodie_stream.format.log_file.reader import read_log_file
+from hoodie_stream.format.log_file.writer import encode_log_file
+from hoodie_stream.format.timeline.active_timeline import Timeline
+from hoodie_stream.format.timeline.commit_metadata import CommitMetadata
+from hoodie_stream.format.write.writer import HoodieWriter
 from hoodie_stream.options import parse_compaction_options, parse_options, parse_table_service_options
 from oracle import assert_same_rows, rs_read
 from storage_helpers import at

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from hoodie_stream import HoodieStreamSink, HoodieTable
 from hoodie_stream.errors import HoodiePathError
-from hoodie_stream.format import partition_path
-from hoodie_stream.format.keygen import DEFAULT_PARTITION_PATH, make_key_generator
-from hoodie_stream.format.partition_path import check_partition_path, first_refused, is_refused, refused_mask
-from hoodie_stream.format.write_handles import append_log
-from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.format.record import partition_path
+from hoodie_stream.format.record.keygen import DEFAULT_PARTITION_PATH, make_key_generator
+from hoodie_stream.format.record.partition_path import check_partition_path, first_refused, is_refused, refused_mask
+from hoodie_stream.format.write.write_handles import append_log
+from hoodie_stream.format.write.writer import HoodieWriter
 from hoodie_stream.storage import paths as storage_paths
 from oracle import rs_read
 

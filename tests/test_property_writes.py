@@ -10,8 +10,8 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hoodie_stream.format.reader import HoodieTable
-from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.format.hoodie_table import HoodieTable
+from hoodie_stream.format.write.writer import HoodieWriter
 from oracle import assert_same_rows, rs_read
 
 KEYS = ["k,1", "a:b", "x/y", "sp ace", "ünï", "日本", "plain", "k:1,2", "", "z"]

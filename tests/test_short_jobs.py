@@ -7,7 +7,7 @@ import pytest
 
 from hoodie_stream import HoodieStreamSink
 from hoodie_stream.compaction.plan import pending_plans, schedule_compaction
-from hoodie_stream.format.timeline import Timeline
+from hoodie_stream.format.timeline.active_timeline import Timeline
 from hoodie_stream.options import parse_compaction_options
 from oracle import rs_read
 from stream_model import OPTIONS, SCHEMA_DDL, TableModel, generate_batches, table_rows, write_batch_file

@@ -11,7 +11,7 @@ import pytest
 from conftest import v6_table_zips
 from hoodie_stream import HoodieTable
 from hoodie_stream.errors import HoodieConfigError
-from hoodie_stream.format.fs_view import FileSystemView
+from hoodie_stream.format.file_group.fs_view import FileSystemView
 from hoodie_stream.spark import HoodieDataSource, register
 from hoodie_stream.spark.file_splits import FileSplit
 from locations import Location
@@ -435,7 +435,7 @@ def test_no_pruning_by_floating_point_partition_values():
     column decides nothing, an integer one does."""
     from pyspark.sql.datasource import EqualTo, In
 
-    from hoodie_stream.format.keygen import SimpleKeyGenerator
+    from hoodie_stream.format.record.keygen import SimpleKeyGenerator
     from hoodie_stream.spark.partition_pruning import PartitionPruner
 
     schema = pa.schema([("id", pa.int64()), ("x", pa.float64()), ("n", pa.int32())])

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from hoodie_stream.errors import HoodieStorageError
-from hoodie_stream.format.table_lock import LOCK_PATH, TableLease
+from hoodie_stream.format.table.lock import LOCK_PATH, TableLease
 from hoodie_stream.options import LockOptions
 from hoodie_stream.storage import object_store, storage_for
 from s3_server import SECRET_KEY

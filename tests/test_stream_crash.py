@@ -55,7 +55,7 @@ TARGETS = {
     "local": ["write"] * 2 + ["index"] * 2 + ["inflight"] + ["commit"] * 2 + ["rollback"] * 2 + ["random"],
     "s3": ["write"] * 2 + ["index"] * 2 + ["inflight", "commit", "rollback", "random"],
 }
-FINAL_TIMEOUT = 240
+FINAL_TIMEOUT = 600  # a hang guard, with room for a machine several times slower
 
 
 # -- the input and the kill schedule -----------------------------------------------------------------------------------

@@ -9,8 +9,8 @@ import pytest
 from hoodie_stream import HoodieStreamSink, HoodieTable
 from hoodie_stream.checkpoints import index_state
 from hoodie_stream.checkpoints.key_index import KeyIndex
-from hoodie_stream.format.fs_view import FileSystemView
-from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.format.file_group.fs_view import FileSystemView
+from hoodie_stream.format.write.writer import HoodieWriter
 from oracle import rs_read
 from stream_model import OPTIONS, SCHEMA_DDL, TableModel, generate_batches, table_rows
 

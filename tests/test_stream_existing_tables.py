@@ -7,8 +7,8 @@ import pytest
 
 from hoodie_stream import HoodieStreamSink, HoodieTable
 from hoodie_stream.errors import HoodieTableError
-from hoodie_stream.format.fs_view import FileSystemView
-from hoodie_stream.format.keygen import make_key_generator
+from hoodie_stream.format.file_group.fs_view import FileSystemView
+from hoodie_stream.format.record.keygen import make_key_generator
 from oracle import assert_same_rows, rs_read
 
 TABLES = [

@@ -7,7 +7,7 @@ import os
 from pyspark.sql import functions as F
 
 from hoodie_stream import HoodieStreamSink, HoodieTable
-from hoodie_stream.format.fs_view import FileSystemView
+from hoodie_stream.format.file_group.fs_view import FileSystemView
 
 MAX_FILE = 512 * 1024
 BATCHES = 30

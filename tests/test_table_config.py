@@ -5,9 +5,9 @@ import pytest
 
 from conftest import TABLE_ZIPS, v6_table_zips
 from hoodie_stream.errors import HoodieFormatError, HoodieTableError
-from hoodie_stream.format import java_properties
-from hoodie_stream.format.partition_metadata import read_partition_metadata, write_partition_metadata
-from hoodie_stream.format.table_config import TableConfig, checksum
+from hoodie_stream.format.table.config import TableConfig, checksum
+from hoodie_stream.format.table.partition_metadata import read_partition_metadata, write_partition_metadata
+from hoodie_stream.format.util import java_properties
 
 V6 = [p.stem for p in v6_table_zips()]
 V8 = sorted(p.stem for p in TABLE_ZIPS.glob("*-v8_*.zip"))

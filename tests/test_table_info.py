@@ -19,12 +19,12 @@ from hoodie_stream.checkpoints.batch_checkpoint import CHECKPOINT_KEY, checkpoin
 from hoodie_stream.compaction.execute import compact_operation
 from hoodie_stream.compaction.operation import plan_operations
 from hoodie_stream.compaction.plan import pending_plans, schedule_compaction
-from hoodie_stream.format.commit_metadata import CommitMetadata
-from hoodie_stream.format.reader import HoodieTable
-from hoodie_stream.format.table_html import human_bytes
-from hoodie_stream.format.table_info import COMMITS_SCHEMA, FILE_SLICES_SCHEMA, STREAMING_CHECKPOINT_KEY
-from hoodie_stream.format.timeline import Timeline
-from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.format.hoodie_table import HoodieTable
+from hoodie_stream.format.timeline.active_timeline import Timeline
+from hoodie_stream.format.timeline.commit_metadata import CommitMetadata
+from hoodie_stream.format.views.table_html import human_bytes
+from hoodie_stream.format.views.table_info import COMMITS_SCHEMA, FILE_SLICES_SCHEMA, STREAMING_CHECKPOINT_KEY
+from hoodie_stream.format.write.writer import HoodieWriter
 from hoodie_stream.options import parse_compaction_options
 
 SCHEMA = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("v", pa.float64())])

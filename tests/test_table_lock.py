@@ -1,4 +1,4 @@
-"""The writer lease (`format/table_lock.py`): one writer at a time, taken over when its holder died.
+"""The writer lease (`format/table/lock.py`): one writer at a time, taken over when its holder died.
 
 The oracle is the lock object itself (Hudi's storage-based lock document: expired / validUntil / owner) and the
 behaviour a second writer sees: refused within the wait time with the holder named, or taking over a lease that
@@ -19,7 +19,7 @@ import time
 import pytest
 
 from hoodie_stream.errors import HoodieLockError
-from hoodie_stream.format.table_lock import LOCK_PATH, Holder, TableLease
+from hoodie_stream.format.table.lock import LOCK_PATH, Holder, TableLease
 from hoodie_stream.options import LockOptions
 from hoodie_stream.storage import storage_for
 
@@ -149,7 +149,7 @@ def test_a_killed_holder_on_this_host_is_taken_over_at_once(storage, tmp_path):
     script = textwrap.dedent(
         f"""
         import sys, time
-        from hoodie_stream.format.table_lock import TableLease
+        from hoodie_stream.format.table.lock import TableLease
         from hoodie_stream.options import LockOptions
         from hoodie_stream.storage import storage_for
         lease = TableLease(storage_for({storage.uri!r}), LockOptions(validity_timeout_secs=600), "doomed")

@@ -5,8 +5,8 @@ import os
 import pytest
 
 from hoodie_stream.errors import HoodieTableError
-from hoodie_stream.format.reader import HoodieTable
-from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.format.hoodie_table import HoodieTable
+from hoodie_stream.format.write.writer import HoodieWriter
 from oracle import assert_same_rows, rs_read
 
 

@@ -22,7 +22,7 @@ from hoodie_stream.errors import (
     rebuild_task_error,
     task_errors_rebuilt,
 )
-from hoodie_stream.format.timeline import Timeline
+from hoodie_stream.format.timeline.active_timeline import Timeline
 from hoodie_stream.options import parse_compaction_options
 from hoodie_stream.storage import storage_for
 from storage_helpers import tree

@@ -18,8 +18,8 @@ from hoodie_stream.chain.key_groups import (
     operator_index,
 )
 from hoodie_stream.chain.task_tags import spark_hash_int, task_tags
-from hoodie_stream.format.file_names import parse_log_file_name
-from hoodie_stream.format.timeline import Timeline
+from hoodie_stream.format.file_group.file_names import parse_log_file_name
+from hoodie_stream.format.timeline.active_timeline import Timeline
 
 
 def test_hash_matches_sparks_murmur3(spark):

@@ -5,8 +5,8 @@ import pytest
 
 from conftest import v6_table_zips
 from hoodie_stream.errors import HoodieTimelineError
-from hoodie_stream.format.instant import Instant, new_instant_time
-from hoodie_stream.format.timeline import Timeline
+from hoodie_stream.format.timeline.active_timeline import Timeline
+from hoodie_stream.format.timeline.instant import Instant, new_instant_time
 
 V6 = [p.stem for p in v6_table_zips()]
 

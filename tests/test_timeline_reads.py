@@ -8,12 +8,12 @@ import pyarrow as pa
 
 from hoodie_stream.checkpoints import index_state, recovery
 from hoodie_stream.compaction.plan import should_schedule
-from hoodie_stream.format import timeline
-from hoodie_stream.format.avro_models import write_container
-from hoodie_stream.format.commit_metadata import CommitMetadata
-from hoodie_stream.format.instant import Instant
-from hoodie_stream.format.timeline import Timeline
-from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.format.avro.models import write_container
+from hoodie_stream.format.timeline import active_timeline as timeline
+from hoodie_stream.format.timeline.active_timeline import Timeline
+from hoodie_stream.format.timeline.commit_metadata import CommitMetadata
+from hoodie_stream.format.timeline.instant import Instant
+from hoodie_stream.format.write.writer import HoodieWriter
 from hoodie_stream.options import parse_compaction_options
 from hoodie_stream.storage import LocalStorage
 

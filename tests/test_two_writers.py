@@ -1,4 +1,4 @@
-"""Two writers on one table on the S3 server (tests/s3_server.py): the writer lease (`format/table_lock.py`) lets
+"""Two writers on one table on the S3 server (tests/s3_server.py): the writer lease (`format/table/lock.py`) lets
 one write at a time. A second streaming query (in another process, or in the same SparkSession: a notebook cell run
 twice, with a new sink or the same one) is refused within `hoodie.write.lock.wait_time_ms`, naming the holder, while
 the first goes on; a writer SIGKILLed mid-batch on another host is taken over once its lease expired, its pending
@@ -21,7 +21,7 @@ import pytest
 from hoodie_stream import HoodieStreamSink
 from hoodie_stream.compaction.offline import compact_table
 from hoodie_stream.errors import HoodieLockError
-from hoodie_stream.format.table_lock import LOCK_PATH, Holder
+from hoodie_stream.format.table.lock import LOCK_PATH, Holder
 from hoodie_stream.storage import storage_for
 from s3_stream_helpers import (
     FAST_LEASE,

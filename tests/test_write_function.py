@@ -141,7 +141,7 @@ def test_a_write_task_outliving_its_rolled_back_instant_removes_its_log_files(tm
     stay for the commit."""
     from hoodie_stream.chain.columns import KEY, KIND, SEQ, RecordKind
     from hoodie_stream.errors import TaskFailure
-    from hoodie_stream.format.writer import HoodieWriter
+    from hoodie_stream.format.write.writer import HoodieWriter
 
     data = pa.schema([("id", pa.int64()), ("v", pa.string())])
     writer = HoodieWriter.create(str(tmp_path / "t"), table_name="t", record_key_fields=["id"], schema=data)

@@ -4,7 +4,7 @@ Spark: the `timed_table` fixture (conftest) of the time-travel and incremental-a
 import pyarrow as pa
 import pytest
 
-from hoodie_stream.format.writer import HoodieWriter
+from hoodie_stream.format.write.writer import HoodieWriter
 
 SCHEMA = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("v", pa.string())])
 INSTANTS = ["20261123204819500", "20261123204820123", "20261123204821000"]

@@ -25,8 +25,8 @@ from ..chain.columns import DELETE, FILE_ID, KEY, KEY_GROUP, KIND, PARTITION, SE
 from ..chain.stages import AssignSpec, BatchContext
 from ..checkpoints import index_state, key_index
 from ..errors import HoodieUsageError, in_task
-from ..format.reader import HoodieTable
-from ..format.runs import run_ends, runs
+from ..format.hoodie_table import HoodieTable
+from ..format.util.runs import run_ends, runs
 from ..storage import LocalStorage, Storage
 from . import markers as markers_fill
 from .small_files import owner_task

@@ -8,7 +8,7 @@ file group in a micro-batch.
 
 import zlib
 
-from ..format.fs_view import FileSystemView
+from ..format.file_group.fs_view import FileSystemView
 
 RECENT_COMMITS = 5
 

@@ -2,7 +2,7 @@
 records (bulk insert: one shuffle, the records read by Python only once, in the write tasks).
 
 A key group is `pmod(xxhash64(record key), key groups)` of the key's UTF-8 text (`key_groups.py`), so Spark can
-route a record only when it renders the key exactly as the table's key generator does (`format/keygen.py`). That
+route a record only when it renders the key exactly as the table's key generator does (`format/record/keygen.py`). That
 holds for the key generators' plain renderings of string and integral columns: a string is the key as it is, an
 integer's decimal text is Spark's `cast(... as string)`; complex keys are `field:value` parts joined by commas,
 with `__null__` and `__empty__` for null and empty values. Anything else (floating point, decimal, date and
@@ -11,7 +11,7 @@ the Python key-by stage first. Records whose key is null or empty get some key g
 them with the key generator's own error.
 """
 
-from ..format.keygen import (
+from ..format.record.keygen import (
     EMPTY_PLACEHOLDER,
     NULL_PLACEHOLDER,
     ComplexKeyGenerator,

@@ -77,7 +77,7 @@ class WriteSpec:
     # {(partition, file id): compaction instant} of file groups in a pending compaction
     pending_compactions: Mapping[tuple[str, str], str] = field(default_factory=dict)
     # the table logs its changes at write time (CDC enabled, supplemental logging DATA_BEFORE_AFTER): each log file
-    # written gets a `.cdc` file beside it (format/cdc_log.py)
+    # written gets a `.cdc` file beside it (format/cdc/logger.py)
     cdc_logging: bool = False
 
 

@@ -28,8 +28,8 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from ..errors import HoodieObjectNotFoundError
-from ..format.runs import run_ends
-from ..format.timeline import CommittedInstants
+from ..format.timeline.active_timeline import CommittedInstants
+from ..format.util.runs import run_ends
 from ..storage import storage_for
 from .key_index import HASH as KEY_HASH
 from .key_index import STATE_SCHEMA, KeyIndex, coded

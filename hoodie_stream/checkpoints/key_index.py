@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..format.string_buffers import utf8_buffers
+from ..format.util.string_buffers import utf8_buffers
 
 STATE_SCHEMA = pa.schema([("key", pa.string()), ("partition", pa.string()), ("file_id", pa.string())])
 _CODED = pa.dictionary(pa.int32(), pa.string())

@@ -14,16 +14,16 @@ import pyarrow.compute as pc
 
 from ..chain.key_groups import key_group_expr
 from ..errors import HoodieError, in_task, task_errors_rebuilt
-from ..format.file_names import parse_log_file_name
-from ..format.fs_view import FileSlice, FileSystemView
-from ..format.markers import MARKERS_ROOT, marker_dir
-from ..format.merge import EVENT_TIME_ORDERING, merge_mode
-from ..format.reader import HoodieTable
-from ..format.rollback import finish_pending_rollbacks, rollback_instant
-from ..format.runs import run_ends
-from ..format.string_buffers import constant_strings
-from ..format.table_config import TableConfig
-from ..format.timeline import Timeline
+from ..format.file_group.file_names import parse_log_file_name
+from ..format.file_group.fs_view import FileSlice, FileSystemView
+from ..format.hoodie_table import HoodieTable
+from ..format.record.merge import EVENT_TIME_ORDERING, merge_mode
+from ..format.table.config import TableConfig
+from ..format.table.markers import MARKERS_ROOT, marker_dir
+from ..format.timeline.active_timeline import Timeline
+from ..format.util.runs import run_ends
+from ..format.util.string_buffers import constant_strings
+from ..format.write.rollback import finish_pending_rollbacks, rollback_instant
 from ..storage import storage_for
 from ..storage.local import is_temp_name
 from . import index_state

@@ -14,9 +14,9 @@ import json
 import fastavro
 
 from ..errors import HoodieFormatError
-from ..format.data_block import avro_record_bounds
-from ..format.log_block import BlockType, HeaderKey, LogBlock
-from ..format.log_scanner import block_versions
+from ..format.log_file.data_block import avro_record_bounds
+from ..format.log_file.log_block import BlockType, HeaderKey, LogBlock
+from ..format.log_file.scanner import block_versions
 
 DECODED = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE)
 

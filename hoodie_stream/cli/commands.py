@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..format.reader import HoodieTable
-from ..format.summary import summary_of, summary_text
+from ..format.hoodie_table import HoodieTable
+from ..format.views.summary import summary_of, summary_text
 from . import output, rollback, services, show, stats, validate
 
 

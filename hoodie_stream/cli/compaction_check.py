@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from ..compaction.operation import plan_operations
 from ..compaction.plan import pending_plans
-from ..format.markers import invalid_markers, marker_dir
-from ..format.reader import HoodieTable
+from ..format.hoodie_table import HoodieTable
+from ..format.table.markers import invalid_markers, marker_dir
 from ..storage import join
 from .problems import Problem
 from .table_files import TableFiles

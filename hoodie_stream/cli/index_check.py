@@ -22,10 +22,10 @@ import pyarrow.compute as pc
 
 from ..checkpoints import index_state
 from ..checkpoints.index_state import INDEX_DIR
-from ..format.fs_view import FileSystemView
-from ..format.reader import HoodieTable
-from ..format.runs import run_ends
-from ..format.string_buffers import constant_strings
+from ..format.file_group.fs_view import FileSystemView
+from ..format.hoodie_table import HoodieTable
+from ..format.util.runs import run_ends
+from ..format.util.string_buffers import constant_strings
 from .problems import Problem
 from .progress import progress
 

@@ -2,7 +2,7 @@
 table's writer lease.
 
 - a pending (requested or inflight) delta commit, commit or replace commit: its files are deleted and a rollback
-  instant recorded (`format/rollback.py`, what a sink's recovery does), and the index state files it wrote removed;
+  instant recorded (`format/write/rollback.py`, what a sink's recovery does), and the index state files it wrote removed;
 - an inflight compaction: reverted to requested (its new base files removed; the plan stays, `compact` runs it);
 - the last completed delta commit: refused when anything but cleans and rollbacks came after it, or when one of
   its log files holds blocks of other instants (Hudi would append a rollback command block; hoodie-stream's writers
@@ -20,15 +20,15 @@ from typing import Any
 from ..checkpoints import index_state
 from ..compaction.commit import revert_to_requested
 from ..errors import HoodieError
-from ..format import rollback as rollbacks
-from ..format.avro_models import write_container
-from ..format.file_names import parse_base_file_name, parse_log_file_name
-from ..format.instant import COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT, LOG_COMPACTION, REPLACE_COMMIT, Instant
-from ..format.log_block import HeaderKey
-from ..format.log_reader import read_log_file
-from ..format.table_config import TableConfig
-from ..format.table_lock import TableLease
-from ..format.timeline import Timeline
+from ..format.avro.models import write_container
+from ..format.file_group.file_names import parse_base_file_name, parse_log_file_name
+from ..format.log_file.log_block import HeaderKey
+from ..format.log_file.reader import read_log_file
+from ..format.table.config import TableConfig
+from ..format.table.lock import TableLease
+from ..format.timeline.active_timeline import Timeline
+from ..format.timeline.instant import COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT, LOG_COMPACTION, REPLACE_COMMIT, Instant
+from ..format.write import rollback as rollbacks
 from ..options import parse_table_service_options
 from ..storage import Storage, join, storage_for
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..compaction.offline import clean_table, compact_table
-from ..format.table_config import TableConfig
-from ..format.timeline import Timeline
+from ..format.table.config import TableConfig
+from ..format.timeline.active_timeline import Timeline
 from ..storage import storage_for
 from .progress import progress
 

@@ -1,15 +1,15 @@
 """`timeline`, `commits` and `slices`: hudi-cli's `timeline show active` and `commits show` (each with the archived
 instants first, as `timeline show archived` and `commits showarchived` list them; the column `archived` tells them
-apart) and `show fsview latest`, from the Arrow tables of `format/table_info.py`."""
+apart) and `show fsview latest`, from the Arrow tables of `format/views/table_info.py`."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..format.instant import COMMIT_ACTIONS, COMPLETED
-from ..format.reader import HoodieTable
-from ..format.table_info import archived_commits, commits, file_slices
+from ..format.hoodie_table import HoodieTable
+from ..format.timeline.instant import COMMIT_ACTIONS, COMPLETED
+from ..format.views.table_info import archived_commits, commits, file_slices
 
 TIMELINE_COLUMNS = ["instant", "action", "state", "requested_time", "inflight_time", "completed_time", "archived"]
 COMMIT_COLUMNS = [

@@ -16,10 +16,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..format.file_names import parse_base_file_name, parse_log_file_name
-from ..format.fs_view import list_partitions
-from ..format.reader import HoodieTable
-from ..format.table_info import file_slices
+from ..format.file_group.file_names import parse_base_file_name, parse_log_file_name
+from ..format.file_group.fs_view import list_partitions
+from ..format.hoodie_table import HoodieTable
+from ..format.views.table_info import file_slices
 from .output import text_table
 from .show import completed_commits
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..format.file_names import parse_base_file_name, parse_log_file_name
-from ..format.fs_view import list_partitions
-from ..format.instant import COMPLETED, REQUESTED, Instant
-from ..format.reader import HoodieTable
+from ..format.file_group.file_names import parse_base_file_name, parse_log_file_name
+from ..format.file_group.fs_view import list_partitions
+from ..format.hoodie_table import HoodieTable
+from ..format.timeline.instant import COMPLETED, REQUESTED, Instant
 from ..storage import join
 
 

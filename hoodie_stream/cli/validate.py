@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import HoodieError
-from ..format.file_names import parse_base_file_name, parse_log_file_name
-from ..format.log_block import BlockType, HeaderKey
-from ..format.log_reader import read_log_file
-from ..format.reader import HoodieTable
+from ..format.file_group.file_names import parse_base_file_name, parse_log_file_name
+from ..format.hoodie_table import HoodieTable
+from ..format.log_file.log_block import BlockType, HeaderKey
+from ..format.log_file.reader import read_log_file
 from .block_check import DECODED, check_block
 from .compaction_check import check_pending_compactions
 from .index_check import check_index

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import logging
 
-from ..format.archived_timeline import archive_dir, archive_file_name, archive_files
-from ..format.avro_models import read_container, write_container
-from ..format.log_block import BlockType
-from ..format.log_reader import read_log_file
-from ..format.log_writer import write_log_file
+from ..format.avro.models import read_container, write_container
+from ..format.log_file.log_block import BlockType
+from ..format.log_file.reader import read_log_file
+from ..format.log_file.writer import write_log_file
+from ..format.timeline.archived_timeline import archive_dir, archive_file_name, archive_files
 from ..storage import Storage
 
 log = logging.getLogger("hoodie_stream.compaction")

@@ -31,8 +31,11 @@ import datetime
 import logging
 from collections.abc import Sequence
 
-from ..format.archived_timeline import archive_files, meta_entry, read_archive_keys, write_archive_file
-from ..format.instant import (
+from ..format.table.config import TableConfig
+from ..format.table.markers import marker_dir
+from ..format.timeline.active_timeline import HOODIE_DIR, Timeline
+from ..format.timeline.archived_timeline import archive_files, meta_entry, read_archive_keys, write_archive_file
+from ..format.timeline.instant import (
     CLEAN,
     COMMIT,
     COMPACTION,
@@ -49,9 +52,6 @@ from ..format.instant import (
     format_instant,
     instant_to_datetime,
 )
-from ..format.markers import marker_dir
-from ..format.table_config import TableConfig
-from ..format.timeline import HOODIE_DIR, Timeline
 from ..options import CompactionOptions
 from ..storage import FileInfo, Storage, storage_for
 from .archive_merge import finish_interrupted_merge, merge_small_archive_files

@@ -15,9 +15,9 @@ interrupted is finished from its plan (deleting again is harmless).
 import time
 
 from ..errors import HoodieStorageError
-from ..format.avro_models import read_container, write_container
-from ..format.fs_view import FileSystemView
-from ..format.instant import Instant, instant_to_datetime
+from ..format.avro.models import read_container, write_container
+from ..format.file_group.fs_view import FileSystemView
+from ..format.timeline.instant import Instant, instant_to_datetime
 from ..storage import join, storage_for
 from .plan import pending_file_groups
 

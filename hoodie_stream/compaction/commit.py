@@ -6,12 +6,12 @@ not completed."""
 import json
 
 from ..errors import HoodieCommitError
-from ..format.avro_models import read_container
-from ..format.commit_metadata import CommitMetadata
-from ..format.file_names import parse_base_file_name
-from ..format.instant import Instant
-from ..format.markers import delete_markers, list_markers
-from ..format.reader import HoodieTable
+from ..format.avro.models import read_container
+from ..format.file_group.file_names import parse_base_file_name
+from ..format.hoodie_table import HoodieTable
+from ..format.table.markers import delete_markers, list_markers
+from ..format.timeline.commit_metadata import CommitMetadata
+from ..format.timeline.instant import Instant
 from ..storage import storage_for
 from ..storage.local import is_temp_name
 from .operation import plan_operations

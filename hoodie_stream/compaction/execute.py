@@ -30,8 +30,9 @@ import pyarrow.compute as pc
 
 from ..chain import worker_memory
 from ..errors import HoodieFormatError, in_task
-from ..format.avro_schema import with_meta_fields
-from ..format.base_file import (
+from ..format.avro.schema import with_meta_fields
+from ..format.base_file.bloom_filter import TYPE_CODE, BloomFilter
+from ..format.base_file.parquet import (
     BLOOM_FILTER_KEY,
     BLOOM_TYPE_CODE_KEY,
     DEFAULT_COMPRESSION,
@@ -39,17 +40,16 @@ from ..format.base_file import (
     parquet_file,
     read_base_file,
 )
-from ..format.bloom_filter import TYPE_CODE, BloomFilter
-from ..format.commit_metadata import WriteStat
-from ..format.file_names import base_file_name, parse_log_file_name, write_token
-from ..format.log_block import ROLLBACK_COMMAND, BlockType, HeaderKey
-from ..format.log_reader import read_log_file
-from ..format.log_scanner import block_keys, block_versions, iter_block_versions
-from ..format.markers import create_marker
-from ..format.merge import KEY, Version, merge_mode, merge_pieces, split_base
-from ..format.reader import HoodieTable
-from ..format.string_buffers import constant_strings
-from ..format.timeline import CommittedInstants
+from ..format.file_group.file_names import base_file_name, parse_log_file_name, write_token
+from ..format.hoodie_table import HoodieTable
+from ..format.log_file.log_block import ROLLBACK_COMMAND, BlockType, HeaderKey
+from ..format.log_file.reader import read_log_file
+from ..format.log_file.scanner import block_keys, block_versions, iter_block_versions
+from ..format.record.merge import KEY, Version, merge_mode, merge_pieces, split_base
+from ..format.table.markers import create_marker
+from ..format.timeline.active_timeline import CommittedInstants
+from ..format.timeline.commit_metadata import WriteStat
+from ..format.util.string_buffers import constant_strings
 from ..storage import Storage, join, storage_for
 from ..storage.spill import Spill
 from .operation import CompactionOperation

@@ -1,19 +1,19 @@
 """Offline compaction and cleaning (archiving after it): `python -m hoodie_stream compact --path P [--schedule] [--run]
 [--clean]`.
 
-The run holds the table's writer lease (`format/table_lock.py`) from start to end, as a sink does: it waits up
+The run holds the table's writer lease (`format/table/lock.py`) from start to end, as a sink does: it waits up
 to `hoodie.write.lock.wait_time_ms` for a running writer, then fails naming it. Holding it, no other writer runs:
 it first removes what killed writers and services left and no reader uses (the storage layer's temporary files of
 timeline, marker and data files, marker directories of completed instants), rolls back the pending delta commits
 a dead writer left (a holder whose lease it took over), as a sink's next micro-batch would, and removes a metadata
-table the table has (`format/metadata_table.py`), as Hudi's writer with hoodie.metadata.enable=false.
+table the table has (`format/table/metadata_table.py`), as Hudi's writer with hoodie.metadata.enable=false.
 """
 
 from ..checkpoints.recovery import remove_leftovers, rollback_pending_writes
-from ..format.metadata_table import remove_metadata_table
-from ..format.table_config import TableConfig
-from ..format.table_lock import TableLease
-from ..format.timeline import Timeline
+from ..format.table.config import TableConfig
+from ..format.table.lock import TableLease
+from ..format.table.metadata_table import remove_metadata_table
+from ..format.timeline.active_timeline import Timeline
 from ..local_spark import local_session_builder
 from ..options import parse_table_service_options
 from ..storage import storage_for

@@ -14,10 +14,10 @@ compacted until the compaction commits.
 
 import time
 
-from ..format.avro_models import read_container, write_container
-from ..format.fs_view import FileSystemView
-from ..format.instant import Instant, instant_to_datetime
-from ..format.timeline import Timeline
+from ..format.avro.models import read_container, write_container
+from ..format.file_group.fs_view import FileSystemView
+from ..format.timeline.active_timeline import Timeline
+from ..format.timeline.instant import Instant, instant_to_datetime
 from ..storage import Storage
 from .operation import CompactionOperation, plan_operations
 

@@ -8,8 +8,8 @@ import threading
 
 from ..chain.job_tags import new_tag, tagged_jobs, wait_for_tasks
 from ..errors import rebuild_task_error
-from ..format.base_file import DEFAULT_COMPRESSION
-from ..format.commit_metadata import WriteStat
+from ..format.base_file.parquet import DEFAULT_COMPRESSION
+from ..format.timeline.commit_metadata import WriteStat
 from .commit import commit_compaction, read_plan, revert_to_requested
 from .execute import CompactTask
 from .operation import plan_operations

@@ -30,7 +30,7 @@ import uuid
 
 from ..chain import worker_memory
 from ..chain.scheduler_pools import CATCH_UP_POOL, COMPACTION_POOL, fair_scheduling, in_pool
-from ..format.timeline import Timeline
+from ..format.timeline.active_timeline import Timeline
 from ..storage import storage_for
 from . import clean
 from .archiver import clean_and_archive

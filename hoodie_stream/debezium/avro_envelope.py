@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import HoodieFormatError
-from ..format.avro_decoder import decode_records
-from ..format.string_buffers import utf8_buffers
+from ..format.avro.decoder import decode_records
+from ..format.util.string_buffers import utf8_buffers
 
 MAGIC = 0
 HEADER = 5

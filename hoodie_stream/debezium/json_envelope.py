@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import HoodieFormatError, HoodieUnplannedInputError
-from ..format.string_buffers import utf8_buffers
+from ..format.util.string_buffers import utf8_buffers
 from . import types
 
 _PREFIX = b'{"schema":'

@@ -27,8 +27,8 @@ from ..errors import (
     HoodieUnplannedInputError,
     rebuild_task_error,
 )
-from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema, decimal_widens
-from ..format.writer import HoodieWriter
+from ..format.avro.schema import META_FIELDS, avro_to_arrow_schema, decimal_widens
+from ..format.write.writer import HoodieWriter
 from ..options import parse_options
 from ..storage import storage_for
 from ..streaming_sink.batch_metrics import METRICS_SCHEMA

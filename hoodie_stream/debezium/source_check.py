@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..format.avro_schema import META_FIELDS
+from ..format.avro.schema import META_FIELDS
 from .events import CONNECTOR_COLUMNS, added_columns
 
 Rows = dict[tuple, dict[str, Any]]

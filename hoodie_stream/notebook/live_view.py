@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..format.table_html import human_bytes
+from ..format.views.table_html import human_bytes
 from ..streaming_sink.batch_metrics import FLUSH_CAUSES, STAGES, offsets_behind
 from ..streaming_sink.stage_times import CHAIN_STAGES
 

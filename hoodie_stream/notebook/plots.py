@@ -18,9 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..format.instant import COMMIT, COMPACTION, COMPLETED, DELTA_COMMIT
-from ..format.reader import HoodieTable
-from ..format.table_html import human_bytes
+from ..format.hoodie_table import HoodieTable
+from ..format.timeline.instant import COMMIT, COMPACTION, COMPLETED, DELTA_COMMIT
+from ..format.views.table_html import human_bytes
 
 DEFAULT_TARGET_FILE_SIZE = 120 * 1024 * 1024  # hoodie.parquet.max.file.size's default
 MB = 1024 * 1024

@@ -1,14 +1,14 @@
 """Change splits: the input partitions of a changelog (CDC) read, one per file group a window's data-changing
-commits wrote (`format.cdc.plan_changes`, on the driver); a task reads the group's states from the slices named
-and returns its changes (`format.cdc.group_changes`): no task lists files or reads the timeline."""
+commits wrote (`format.cdc.query.plan_changes`, on the driver); a task reads the group's states from the slices named
+and returns its changes (`format.cdc.query.group_changes`): no task lists files or reads the timeline."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from ..format.cdc import GroupChanges, group_changes, plan_changes
-from ..format.reader import HoodieTable
+from ..format.cdc.query import GroupChanges, group_changes, plan_changes
+from ..format.hoodie_table import HoodieTable
 
 
 class ChangeSplit(InputPartition):
@@ -30,6 +30,6 @@ def change_splits(table: HoodieTable, start: str | None, end: str | None) -> lis
 
 
 def read_change_split(table: HoodieTable, split: ChangeSplit, schema: pa.Schema, flat: bool = False) -> pa.Table:
-    """The changes of one split (format.cdc.changes_schema rows); `schema`: the table's records' (meta fields
+    """The changes of one split (format.cdc.query.changes_schema rows); `schema`: the table's records' (meta fields
     first)."""
     return group_changes(table, split.plan, schema, flat)

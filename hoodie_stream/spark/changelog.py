@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..format.avro_schema import META_FIELDS
+from ..format.avro.schema import META_FIELDS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -35,11 +35,11 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from ..errors import HoodieConfigError, HoodieError, HoodieUsageError
-from ..format.avro_schema import META_FIELDS
-from ..format.cdc import changes_schema, check_cdc_table
-from ..format.instant import parse_instant_time
-from ..format.reader import HoodieTable
-from ..format.time_travel import check_as_of, check_incremental, check_incremental_window
+from ..format.avro.schema import META_FIELDS
+from ..format.cdc.query import changes_schema, check_cdc_table
+from ..format.hoodie_table import HoodieTable
+from ..format.read.time_travel import check_as_of, check_incremental, check_incremental_window
+from ..format.timeline.instant import parse_instant_time
 from ..storage.options import S3A_PREFIX, s3a_settings
 from .change_splits import ChangeSplit, change_splits, read_change_split
 from .file_splits import FileSplit, plan_incremental, plan_snapshot, read_split, worker_table

@@ -6,7 +6,7 @@ the rows must fall in. A slice with no log files and a base file larger than the
 file's row groups (several splits, each merging its own rows: a base file holds each key once). A slice with log
 files stays one split: its log blocks may touch any row of the base file.
 
-Planning follows `HoodieTable.read` (format/reader.py) step by step, so that the union of the splits' rows is
+Planning follows `HoodieTable.read` (format/read/table_reader.py) step by step, so that the union of the splits' rows is
 exactly what `HoodieTable.read` returns for the same query:
 - snapshot / read_optimized: the latest slice (or latest base file) of every file group as of `as_of`;
 - incremental (start, end]: the file groups the window's commits wrote; of their latest slice as of `end`, the base
@@ -26,11 +26,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
-from ..format.avro_schema import META_FIELDS
-from ..format.base_file import parquet_file
-from ..format.fs_view import FileSlice, FileSystemView
-from ..format.merge import Version, merge
-from ..format.reader import HoodieTable
+from ..format.avro.schema import META_FIELDS
+from ..format.base_file.parquet import parquet_file
+from ..format.file_group.fs_view import FileSlice, FileSystemView
+from ..format.hoodie_table import HoodieTable
+from ..format.record.merge import Version, merge
 from .partition_pruning import PartitionPruner
 from .read_options import ReadOptions, table_storage
 

@@ -30,7 +30,7 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 
-from ..format.keygen import DEFAULT_PARTITION_PATH, ComplexKeyGenerator, KeyGenerator, SimpleKeyGenerator
+from ..format.record.keygen import DEFAULT_PARTITION_PATH, ComplexKeyGenerator, KeyGenerator, SimpleKeyGenerator
 
 _RANGES: dict[type, Callable[[Any, Any], bool]] = {
     GreaterThan: lambda v, lit: v > lit,

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..errors import HoodieConfigError
-from ..format.reader import QUERY_TYPES
+from ..format.read.table_reader import QUERY_TYPES
 from ..options import boolean
 from ..storage import Storage, storage_for
 from ..storage.options import CLIENT_KEYS, RETRY_KEYS, store_kind

@@ -6,7 +6,7 @@ query_type="incremental", start=, end=)`): the latest version, as of `end`, of e
 wrote. Deleted records are not returned (as in Hudi's incremental query): a key deleted in the window is simply
 absent from it. With `hoodie.datasource.query.type=incremental` and `hoodie.datasource.query.incremental.format=cdc`
 (a table created with `hoodie.table.cdc.enabled=true`) the micro-batch is instead the changelog of the window
-(`format.cdc`, Hudi's CDC query): every insert, update and delete once, as `op`, `ts_ms`, `before`, `after`.
+(`format.cdc.query`, Hudi's CDC query): every insert, update and delete once, as `op`, `ts_ms`, `before`, `after`.
 
 - Only writer commits (delta commits, commits, replace commits) become offsets and count against the read limit.
   Compaction commits are not new data: their rows keep the commit time of the write that made them, so the
@@ -35,9 +35,9 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from ..errors import HoodieConfigError
-from ..format.cdc import check_cdc_table
-from ..format.instant import COMMIT_ACTIONS, parse_instant_time
-from ..format.reader import HoodieTable
+from ..format.cdc.query import check_cdc_table
+from ..format.hoodie_table import HoodieTable
+from ..format.timeline.instant import COMMIT_ACTIONS, parse_instant_time
 from .change_splits import ChangeSplit, change_splits, read_change_split
 from .file_splits import FileSplit, plan_incremental, read_split, worker_table
 from .read_options import START_OFFSET, ReadOptions, table_storage

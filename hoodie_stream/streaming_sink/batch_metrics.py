@@ -28,7 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..format.file_names import parse_log_file_name
+from ..format.file_group.file_names import parse_log_file_name
 from .stage_times import CHAIN_STAGES, ChainJobs
 
 STAGES = ("prepare", "chain", "commit", "services")

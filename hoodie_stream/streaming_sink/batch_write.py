@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..chain.sql_keys import quoted
 from ..errors import HoodieConfigError, HoodieError
-from ..format.reader import HoodieTable
+from ..format.hoodie_table import HoodieTable
 from ..storage import Storage
 from .coordinator import BatchResult
 from .sink import HoodieStreamSink

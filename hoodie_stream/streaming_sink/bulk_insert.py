@@ -26,9 +26,9 @@ from ..chain.columns import ASSIGN_TASK, KEY, KEY_GROUP, PARTITION, SEQ
 from ..chain.key_groups import assign_task_expr, key_group_expr, key_group_of
 from ..chain.sql_keys import quoted, record_key_sql, sortable_fields
 from ..chain.stages import BatchContext, BulkInsertSpec
-from ..format.keygen import make_key_generator
-from ..format.merge import merge_mode
-from ..format.timeline import CommittedInstants
+from ..format.record.keygen import make_key_generator
+from ..format.record.merge import merge_mode
+from ..format.timeline.active_timeline import CommittedInstants
 from .bulk_insert_write import BulkInsertWriteFunction, row_group_bytes
 from .key_by import KeyBy, keyed_schema
 from .write_function import RESULT_SCHEMA

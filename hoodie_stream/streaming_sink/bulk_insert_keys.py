@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from ..bucket_assign.assigner import index_storage
 from ..chain.columns import KEY, KEY_GROUP, PARTITION, SEQ
 from ..checkpoints import index_state, key_index
-from ..format.runs import run_ends, runs
+from ..format.util.runs import run_ends, runs
 
 LOOKUP, GROUP, CODE, ORDERING = "key", "kg", "code", "ordering"
 DELETED = -1  # the code of a run whose winner is a delete (nothing written)

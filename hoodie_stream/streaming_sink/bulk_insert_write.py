@@ -6,7 +6,7 @@ previous partition's file is closed when the next partition starts, as the write
 rolled over to a new file group when it holds its target number of records. A file group's id is a prefix drawn
 from (instant, task) and the number of files the task opened, `<prefix>-<n>`, so a retried task writes the same
 file groups. Each file is written in row groups of about ROW_GROUP_BYTES of Arrow data, with the meta columns,
-the bloom filter and the key range footers of the project's base files (`format/base_file.py`), after a marker.
+the bloom filter and the key range footers of the project's base files (`format/base_file/parquet.py`), after a marker.
 
 Memory: the task's buffers stay within `write.task.max.size`, as the write function's do. A row group is written
 in a thread while the next one is gathered, and encoding it takes about its size again, so a row group holds at
@@ -38,16 +38,16 @@ from ..chain.columns import DELETE, KEY, PARTITION, SEQ
 from ..chain.stages import BatchContext, BulkInsertSpec
 from ..checkpoints import index_state
 from ..errors import HoodieTimelineError, in_task
-from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema, with_meta_fields
-from ..format.base_file import BaseFileWriter
-from ..format.commit_metadata import WriteStat
-from ..format.file_names import base_file_name, write_token
-from ..format.keygen import make_key_generator
-from ..format.markers import create_marker, marker_dir, marker_name
-from ..format.partition_metadata import write_partition_metadata
-from ..format.partition_path import check_partition_path
-from ..format.runs import runs
-from ..format.write_handles import append_log, with_meta_columns
+from ..format.avro.schema import META_FIELDS, avro_to_arrow_schema, with_meta_fields
+from ..format.base_file.parquet import BaseFileWriter
+from ..format.file_group.file_names import base_file_name, write_token
+from ..format.record.keygen import make_key_generator
+from ..format.record.partition_path import check_partition_path
+from ..format.table.markers import create_marker, marker_dir, marker_name
+from ..format.table.partition_metadata import write_partition_metadata
+from ..format.timeline.commit_metadata import WriteStat
+from ..format.util.runs import runs
+from ..format.write.write_handles import append_log, with_meta_columns
 from ..storage import join
 from .bulk_insert_keys import DELETED, WrittenKeys, record_keys_of, save_index
 from .key_by import KeyBy

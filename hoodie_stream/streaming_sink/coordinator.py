@@ -12,9 +12,9 @@ from ..checkpoints import index_state
 from ..checkpoints.batch_checkpoint import checkpoint_metadata
 from ..checkpoints.recovery import INDEX_MARK
 from ..errors import rebuild_task_error
-from ..format.commit_metadata import RECORDS_MOVED_KEY, WriteStat
-from ..format.markers import delete_markers, list_markers
-from ..format.rollback import files_of_instant
+from ..format.table.markers import delete_markers, list_markers
+from ..format.timeline.commit_metadata import RECORDS_MOVED_KEY, WriteStat
+from ..format.write.rollback import files_of_instant
 
 
 class BatchResult:

@@ -15,8 +15,8 @@ from ..chain import worker_memory
 from ..chain.columns import CHAIN_PREFIX, DELETE, IS_DELETED, KEY, PARTITION, SEQ
 from ..chain.stages import BatchContext
 from ..errors import HoodieKeyError, HoodiePathError, in_task
-from ..format import partition_path
-from ..format.keygen import field_column, make_key_generator
+from ..format.record import partition_path
+from ..format.record.keygen import field_column, make_key_generator
 
 
 def keyed_schema(schema):
@@ -107,7 +107,7 @@ class KeyBy:
 
 def _check_partition_paths(keygen, table, partitions):
     """HoodiePathError naming the first record whose partition path could leave the table (or is no directory name),
-    before anything is written; vectorized, the rule of format/partition_path.py."""
+    before anything is written; vectorized, the rule of format/record/partition_path.py."""
     row = partition_path.first_refused(partitions)
     if row is None:
         return

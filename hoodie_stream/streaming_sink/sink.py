@@ -35,14 +35,14 @@ from ..checkpoints.batch_checkpoint import last_batch_id, writer_identifier
 from ..compaction.plan import pending_file_groups
 from ..compaction.service import TableServices
 from ..errors import HoodieConfigError, HoodieError, HoodieTableError, HoodieUnplannedInputError
-from ..format.avro_schema import META_FIELDS, avro_to_arrow_schema, decimal_widens
-from ..format.cdc import CDC_ENABLED, LOGGING_MODE, table_logging_mode
-from ..format.cdc_log import LOGGED_MODES
-from ..format.merge import merge_mode
-from ..format.metadata_table import remove_metadata_table
-from ..format.table_lock import TableLease, query_lease
-from ..format.timeline import Timeline
-from ..format.writer import HoodieWriter, table_avro_schema
+from ..format.avro.schema import META_FIELDS, avro_to_arrow_schema, decimal_widens
+from ..format.cdc.logger import LOGGED_MODES
+from ..format.cdc.query import CDC_ENABLED, LOGGING_MODE, table_logging_mode
+from ..format.record.merge import merge_mode
+from ..format.table.lock import TableLease, query_lease
+from ..format.table.metadata_table import remove_metadata_table
+from ..format.timeline.active_timeline import Timeline
+from ..format.write.writer import HoodieWriter, table_avro_schema
 from ..options import parse_options
 from ..storage import Storage, storage_for
 from ..storage.local_cache import LocalCache

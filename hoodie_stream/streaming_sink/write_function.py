@@ -22,15 +22,15 @@ from ..chain import worker_memory
 from ..chain.columns import FILE_ID, KEY, KIND, PARTITION, SEQ, RecordKind
 from ..chain.stages import BatchContext, WriteSpec
 from ..errors import HoodieTimelineError, in_task
-from ..format.cdc_log import ChangeLogger
-from ..format.file_names import write_token
-from ..format.fs_view import FileSystemView, list_file_groups
-from ..format.instant import INFLIGHT, Instant
-from ..format.markers import marker_dir, marker_name
-from ..format.partition_metadata import write_partition_metadata
-from ..format.runs import runs
-from ..format.timeline import Timeline
-from ..format.write_handles import append_log
+from ..format.cdc.logger import ChangeLogger
+from ..format.file_group.file_names import write_token
+from ..format.file_group.fs_view import FileSystemView, list_file_groups
+from ..format.table.markers import marker_dir, marker_name
+from ..format.table.partition_metadata import write_partition_metadata
+from ..format.timeline.active_timeline import Timeline
+from ..format.timeline.instant import INFLIGHT, Instant
+from ..format.util.runs import runs
+from ..format.write.write_handles import append_log
 from ..storage import join
 
 SAMPLE_RATE = 0.01
