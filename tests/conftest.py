@@ -24,6 +24,16 @@ def v6_table_zips():
     return sorted(p for p in TABLE_ZIPS.glob("*.zip") if "-v6_" in p.name)
 
 
+def v8_table_zips():
+    """The fixture tables Hudi 1.0 wrote (table version 8: timeline layout 2)."""
+    return sorted(p for p in TABLE_ZIPS.glob("*.zip") if "-v8_" in p.name)
+
+
+def readable_table_zips():
+    """Every fixture table hoodie-stream reads: versions 6 and 8."""
+    return v6_table_zips() + v8_table_zips()
+
+
 def unzip_table(zip_path, dest):
     """Unzip a fixture table into dest and return the table base path (the dir holding .hoodie)."""
     with zipfile.ZipFile(zip_path) as zf:

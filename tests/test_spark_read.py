@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import v6_table_zips
+from conftest import readable_table_zips, v6_table_zips
 from hoodie_stream import HoodieTable
 from hoodie_stream.errors import HoodieConfigError
 from hoodie_stream.format.file_group.fs_view import FileSystemView
@@ -19,7 +19,7 @@ from oracle import assert_same_rows, rows, rs_read
 from s3_server import REGION
 from stream_model import OPTIONS, events_df, generate_batches
 
-ZIPS = [p.stem for p in v6_table_zips()]
+ZIPS = [p.stem for p in readable_table_zips()]
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 QUERY_TYPE = "hoodie.datasource.query.type"
 BEGIN = "hoodie.datasource.read.begin.instanttime"

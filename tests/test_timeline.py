@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from conftest import v6_table_zips
+from conftest import v6_table_zips, v8_table_zips
 from hoodie_stream.errors import HoodieTimelineError
 from hoodie_stream.format.timeline.active_timeline import Timeline
 from hoodie_stream.format.timeline.instant import Instant, new_instant_time
@@ -45,6 +45,64 @@ def test_non_instant_names():
         assert Instant.from_file_name(name) is None
     assert Instant("1" * 17, "compaction", "completed").file_name == "1" * 17 + ".commit"
     assert Instant("1" * 17, "logcompaction", "completed").file_name == "1" * 17 + ".deltacommit"
+
+
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        (
+            "20250101000000000_20250101000000123.deltacommit",
+            ("20250101000000000", "deltacommit", "completed", "20250101000000123"),
+        ),
+        (
+            "20250101000000000_20250101000000123.commit",
+            ("20250101000000000", "commit", "completed", "20250101000000123"),
+        ),
+        (
+            "20250101000000000_20250101000000123.indexing",
+            ("20250101000000000", "indexing", "completed", "20250101000000123"),
+        ),
+        ("20250101000000000.deltacommit.requested", ("20250101000000000", "deltacommit", "requested", None)),
+        ("20250101000000000.inflight", ("20250101000000000", "commit", "inflight", None)),
+        ("20250101000000000.compaction.inflight", ("20250101000000000", "compaction", "inflight", None)),
+        ("20250101000000000.deltacommit", ("20250101000000000", "deltacommit", "completed", None)),  # legacy: no C
+        ("20250101000000000_20250101000000123.deltacommit.inflight", None),  # a completion time on a pending file
+        ("20250101000000000_2025.deltacommit", None),
+        ("20250101000000000_20250101000000123.compaction", None),  # a completed compaction is a commit
+        ("history", None),
+    ],
+)
+def test_layout_2_file_names(name, expected):
+    """Table version 8 and later (timeline layout 2): a completed instant's file names its completion time."""
+    inst = Instant.from_file_name(name, completion_times=True)
+    assert inst == (None if expected is None else Instant(*expected))
+    if inst is not None:
+        assert inst.file_name == name
+
+
+V8 = [p.stem for p in v8_table_zips()]
+
+
+@pytest.mark.parametrize("name", V8)
+def test_layout_2_fixture_timelines(fixture_table, name):
+    """The v8 fixtures' timelines in .hoodie/timeline/: every completed instant with its completion time, after
+    its instant time; commit metadata read from Avro."""
+    base = fixture_table(name)
+    tl = Timeline(base)
+    assert tl.layout == 2 and tl.dir == ".hoodie/timeline"
+    files = [f for f in os.listdir(base / ".hoodie" / "timeline") if Instant.from_file_name(f, True)]
+    assert {i.timestamp for i in tl.instants} == {Instant.from_file_name(f, True).timestamp for f in files}
+    done = [f for f in files if "_" in f]
+    assert sorted(i.file_name for i in tl.completed()) == sorted(done)
+    for inst in tl.commits_timeline():
+        assert inst.completion_time > inst.timestamp
+        meta = tl.read_commit_metadata(inst.timestamp)
+        assert meta.operation_type != "UNKNOWN", meta
+        if "-mor-" in name:  # a merge-on-read table's commits are its compactions
+            assert meta.is_compaction == (inst.action == "commit"), meta
+        assert all(s.file_id for s in meta.all_write_stats())
+    with pytest.raises(HoodieTimelineError, match="read, not written"):
+        tl.create_new("deltacommit")
 
 
 def test_new_instant_time_strictly_increasing():

@@ -23,13 +23,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
 from ..format.avro.schema import META_FIELDS
 from ..format.base_file.parquet import parquet_file
 from ..format.file_group.fs_view import FileSlice, FileSystemView
 from ..format.hoodie_table import HoodieTable
+from ..format.read.time_travel import IncrementalWindow, incremental_window
 from ..format.record.merge import Version, merge
 from .partition_pruning import PartitionPruner
 from .read_options import ReadOptions, table_storage
@@ -45,13 +45,13 @@ class FileSplit(InputPartition):
         file_slice: FileSlice,
         committed: frozenset[str],
         row_groups: tuple[int, ...] | None = None,
-        window: tuple[str | None, str] | None = None,
+        window: IncrementalWindow | None = None,
     ) -> None:
         super().__init__(None)
         self.file_slice = file_slice
         self.committed = committed  # instants whose log blocks count
         self.row_groups = row_groups  # None: the whole slice
-        self.window = window  # incremental reads: rows with start < _hoodie_commit_time <= end
+        self.window = window  # incremental reads: which rows the window returns
 
     def __repr__(self) -> str:
         fs = self.file_slice
@@ -81,15 +81,6 @@ def plan_snapshot(
     return splits
 
 
-def incremental_window(table: HoodieTable, start: str | None, end: str | None) -> tuple[list[str], str | None]:
-    """The completed commit-like instants in (start, end] (compactions included), and the window's end."""
-    commits = table.timeline.commits_timeline()
-    window = [
-        i.timestamp for i in commits if (start is None or i.timestamp > start) and (end is None or i.timestamp <= end)
-    ]
-    return window, end or (commits[-1].timestamp if commits else None)
-
-
 def plan_incremental(
     table: HoodieTable,
     start: str | None,
@@ -97,18 +88,17 @@ def plan_incremental(
     pruner: PartitionPruner | None,
     max_split_bytes: int,
 ) -> list[FileSplit]:
-    """The splits of an incremental query over (start, end] (parsed instant times; None: open)."""
-    window, end = incremental_window(table, start, end)
+    """The splits of an incremental query over (start, end] (parsed instant times; None: open), the window as
+    HoodieTable.read takes it (`time_travel.incremental_window`)."""
+    window = incremental_window(table.timeline, start, end)
     touched: set[tuple[str, str]] = set()
-    for ts in window:
+    for ts in window.instants:
         for stat in table.timeline.read_commit_metadata(ts).all_write_stats():
             touched.add((stat.partition_path or "", stat.file_id))
-    if not touched or end is None:
+    if not touched or window.as_of is None:
         return []
-    view = FileSystemView(table.storage, table.timeline, end)
-    in_window = set(window)
-    committed = frozenset(set(view.committed) & in_window)
-    bounds = (start, end)
+    view = FileSystemView(table.storage, table.timeline, window.as_of)
+    committed = frozenset(set(view.committed) & window.instants)
     splits = []
     for partition in sorted({p for p, _ in touched}):
         if pruner is not None and not pruner.keep(partition):
@@ -116,9 +106,9 @@ def plan_incremental(
         for fs in view.latest_slices(partition):
             if (fs.partition, fs.file_id) not in touched:
                 continue
-            if fs.base_file and fs.base_instant not in in_window:
+            if fs.base_file and fs.base_instant not in window.instants:
                 fs = FileSlice(fs.partition, fs.file_id, fs.base_instant, None, fs.log_files, fs.sizes)
-            splits += _splits_of(table, fs, committed, bounds, max_split_bytes)
+            splits += _splits_of(table, fs, committed, window, max_split_bytes)
     return splits
 
 
@@ -154,11 +144,7 @@ def read_split(table: HoodieTable, split: FileSplit, schema: pa.Schema) -> pa.Ta
             base = pf.read_row_groups(list(split.row_groups))
         rows = merge([Version(base)], schema, *table.merge_rule(schema))
     if split.window is not None and table.meta_fields:
-        start, end = split.window
-        keep = pc.less_equal(rows[COMMIT_TIME], end)
-        if start is not None:
-            keep = pc.and_(keep, pc.greater(rows[COMMIT_TIME], start))
-        rows = rows.filter(keep)
+        rows = rows.filter(split.window.keep(rows[COMMIT_TIME]))
     if not table.meta_fields:
         rows = rows.drop_columns([c for c in META_FIELDS if c in rows.column_names])
     return rows

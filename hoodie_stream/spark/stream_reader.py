@@ -34,7 +34,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from ..errors import HoodieConfigError
+from ..errors import HoodieConfigError, HoodieError
 from ..format.cdc.query import check_cdc_table
 from ..format.hoodie_table import HoodieTable
 from ..format.timeline.instant import COMMIT_ACTIONS, parse_instant_time
@@ -82,7 +82,13 @@ class HoodieStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _open(self) -> HoodieTable:
         table = self.__dict__.get("_table")
         if table is None:
-            table = self._table = HoodieTable(table_storage(self.options))
+            table = HoodieTable(table_storage(self.options))
+            if table.timeline.layout >= 2:  # offsets are instant times; Hudi 1.x streams by completion time
+                raise HoodieError(
+                    f"{table.path}: streaming reads of table version {table.config.version} (Hudi 1.x) are not "
+                    "supported; read it with spark.read (snapshot, time travel or incremental queries)"
+                )
+            self._table = table
         else:
             table.reload()
         return table

@@ -98,7 +98,13 @@ def table_logging_mode(props: dict) -> str | None:
 
 
 def check_cdc_table(table: TableReader) -> None:
-    """Refuse a changelog read of a table created without CDC, as Hudi does, naming the option."""
+    """Refuse a changelog read of a table created without CDC, as Hudi does, naming the option; and of a table of
+    version 8 or 9, whose changelog this project does not read."""
+    if table.timeline.layout >= 2:
+        raise HoodieError(
+            f"{table.path}: changelog (CDC) reads of table version {table.config.version} (Hudi 1.x) are not "
+            "supported; snapshot, time-travel and incremental reads are"
+        )
     if not cdc_enabled(table.config.props):
         raise HoodieError(
             f"It isn't a CDC hudi table on {table.path}: a changelog (CDC) query needs a table created with "

@@ -3,8 +3,10 @@
 Visibility follows Java Hudi's file-system view:
 - a base file is visible only when its instant is a completed commit-like instant (<= as_of), or is older than the
   active timeline's first write instant (archived: committed, as Hudi's containsOrBeforeTimelineStarts has it);
-- log files belong to the slice named by the base instant in their file name; a slice whose base instant is a
-  pending compaction has no base file yet, so its logs are read together with the previous slice;
+- log files belong to a slice: on table version 6 the one named by the base instant in their file name; on
+  versions 8 and 9 (Hudi 1.x) the name carries the delta commit that wrote the file, and the file joins the slice
+  with the greatest base instant at or before that commit's completion time (`_logs_by_slice`); a slice whose base
+  instant is a pending compaction has no base file yet, so its logs are read together with the previous slice;
 - file groups replaced by a completed replacecommit are hidden;
 - which log blocks count (completed instants, rollback command blocks) is decided when the slice is read.
 
@@ -18,13 +20,14 @@ once it has been synced past them (a listing shows them; the view never makes th
 completed instants, log blocks filtered when read). Local tables are listed each time (`SHARED`).
 """
 
+import bisect
 import threading
 from dataclasses import dataclass, field
 
 from ...errors import HoodieError
 from ...storage import LocalStorage, join, storage_for
 from ..timeline.active_timeline import Timeline
-from ..timeline.instant import COMMIT_ACTIONS
+from ..timeline.instant import COMMIT_ACTIONS, COMPACTION, REQUESTED, Instant
 from .file_names import log_sort_key, parse_base_file_name, parse_log_file_name
 
 # the process-wide listing cache: None = for object stores only, True/False = always/never
@@ -139,6 +142,9 @@ class FileSystemView:
             i.timestamp for i in self.timeline.pending(["compaction"]) if as_of is None or i.timestamp <= as_of
         }
         self.replaced = self._replaced_file_ids(completed)
+        # layout 2: {delta commit instant: completion time}, by which log files join slices
+        self.completion = self.timeline.completion_times() if self.timeline.layout >= 2 else None
+        self._compacted_groups: dict[str, set] = {}  # pending compaction instant -> {(partition, file id)} planned
         self._partitions = None
         self._listings = _listings_for(self.storage)
         self._synced = False
@@ -178,13 +184,51 @@ class FileSystemView:
                 if (p, group.file_id) not in self.replaced:
                     yield group
 
+    def _planned(self, instant):
+        """The (partition, file id) pairs a pending compaction's plan compacts."""
+        if instant not in self._compacted_groups:
+            plan = self.timeline.read_avro(Instant(instant, COMPACTION, REQUESTED))
+            self._compacted_groups[instant] = {
+                (op.get("partitionPath") or "", op.get("fileId")) for op in plan.get("operations") or []
+            }
+        return self._compacted_groups[instant]
+
+    def _logs_by_slice(self, group):
+        """{base instant: log files} of a group. Table version 6: the base instant a log file's name carries. Versions
+        8 and 9, as Hudi 1.x's file group (HoodieFileGroup.addLogFile) slices them: the slices are those of the
+        committed base files and of the pending compactions that plan the group; in log order, a file whose delta
+        commit completed joins the slice with the greatest base instant at or before its completion time (a new slice
+        at the commit's own instant when there is none), a file of a commit not completed joins the latest slice."""
+        if self.completion is None:
+            return group.log_files
+        keys = sorted(
+            {i for i in group.base_files if i in self.committed}
+            | {c for c in self.pending_compactions if (group.partition, group.file_id) in self._planned(c)}
+        )
+        out: dict[str, list] = {}
+        for log in sorted((lf for logs in group.log_files.values() for lf in logs), key=log_sort_key):
+            delta = log.base_instant
+            done = self.completion.get(delta)
+            if done is None and keys:
+                key = keys[-1]
+            else:
+                at = bisect.bisect_right(keys, done) if done is not None else 0
+                if at:
+                    key = keys[at - 1]
+                else:
+                    key = delta
+                    bisect.insort(keys, key)
+            out.setdefault(key, []).append(log)
+        return out
+
     def slices(self, group):
         """Visible slices of a group, oldest first; logs under a pending compaction join the previous slice."""
         result = []
-        for instant in group.base_instants():
+        by_slice = self._logs_by_slice(group)
+        for instant in sorted(set(group.base_files) | set(by_slice)):
             if self.as_of is not None and instant > self.as_of:
                 continue
-            logs = sorted(group.log_files.get(instant, []), key=log_sort_key)
+            logs = sorted(by_slice.get(instant, []), key=log_sort_key)
             base_name = group.base_files.get(instant) if instant in self.committed else None
             if base_name is None and instant in self.pending_compactions and result:
                 result[-1].log_files.extend(logs)

@@ -39,6 +39,8 @@ class HeaderKey(IntEnum):
     COMPACTED_BLOCK_TIMES = 4
     RECORD_POSITIONS = 5
     BLOCK_IDENTIFIER = 6
+    IS_PARTIAL = 7  # table version 8 and later: "true" on a block of partial updates (its SCHEMA a subset)
+    BASE_FILE_INSTANT_TIME_OF_RECORD_POSITIONS = 8  # version 8 and later: the base file RECORD_POSITIONS refer to
 
 
 @dataclass

@@ -46,6 +46,11 @@ def iter_block_versions(blocks, ordering_field=None, ordering_type=None, path=""
     """block_versions, one Version at a time; with `chunk_rows`, an AVRO_DATA block decoded that many records at a
     time (a Version each)."""
     for block in blocks:
+        if str(block.header.get(HeaderKey.IS_PARTIAL, "")).lower() == "true":
+            raise HoodieFormatError(
+                f"{path}: a block of partial updates (IS_PARTIAL, written by Hudi 1.x's MERGE INTO) at instant "
+                f"{block.header.get(HeaderKey.INSTANT_TIME)}: merging partial updates is not supported"
+            )
         if block.block_type == BlockType.AVRO_DATA:
             starts, ends = avro_record_bounds(block.content)
             step = max(chunk_rows or len(starts), 1)

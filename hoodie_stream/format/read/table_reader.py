@@ -23,7 +23,7 @@ from ..table.config import TableConfig
 from ..timeline.active_timeline import Timeline
 from ..timeline.archived_timeline import ARCHIVE_FOLDER, ArchivedTimeline
 from ..timeline.instant import parse_instant_time
-from .time_travel import check_as_of, check_incremental, check_incremental_window
+from .time_travel import check_as_of, check_incremental, check_incremental_window, incremental_window
 
 # an instant a read names: an instant time or date-time text, a datetime or a date (instant.parse_instant_time)
 InstantArg = str | datetime.datetime | datetime.date
@@ -49,7 +49,7 @@ class TableReader:
         (hudi-rs / delta-rs key names), else taken from the environment."""
         self.storage = storage_for(path, storage_options)
         self.path = self.storage.uri
-        self.config = TableConfig.load(self.storage)
+        self.config = TableConfig.load(self.storage, read_only=True)
         self.timeline = Timeline(self.storage)
         self._keygen: KeyGenerator | None = None
 
@@ -230,22 +230,17 @@ class TableReader:
         return Version(table, version.is_delete)
 
     def _read_incremental(self, start, end):
-        commits = self.timeline.commits_timeline()
-        window = [i for i in commits if (start is None or i.timestamp > start) and (end is None or i.timestamp <= end)]
-        end = end or (commits[-1].timestamp if commits else None)
+        """The latest version (as of the window's end) of the records the window's commits wrote
+        (`time_travel.incremental_window`: by instant time on table version 6, by completion time on 8 and 9)."""
+        window = incremental_window(self.timeline, start, end)
         touched = set()
-        for inst in window:
-            meta = self.timeline.read_commit_metadata(inst.timestamp)
-            for stat in meta.all_write_stats():
+        for ts in window.instants:
+            for stat in self.timeline.read_commit_metadata(ts).all_write_stats():
                 touched.add((stat.partition_path or "", stat.file_id))
         if not touched:
-            return self.arrow_schema(end).empty_table()
-        table = self._read_snapshot(end, file_ids=touched, window={i.timestamp for i in window})
-        times = table["_hoodie_commit_time"]
-        keep = pc.less_equal(times, end)
-        if start is not None:
-            keep = pc.and_(keep, pc.greater(times, start))
-        return table.filter(keep)
+            return self.arrow_schema(window.as_of).empty_table()
+        table = self._read_snapshot(window.as_of, file_ids=touched, window=set(window.instants))
+        return table.filter(window.keep(table["_hoodie_commit_time"]))
 
 
 def _project(table, columns):

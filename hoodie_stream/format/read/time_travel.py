@@ -3,6 +3,10 @@
 its end instant, so an end the cleaner has passed fails there too, on the first cleaned file)."""
 
 import logging
+from typing import NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ...errors import HoodieError
 from ..avro.models import read_container
@@ -87,6 +91,47 @@ def cleaned_files(timeline) -> set[str]:
     return names
 
 
+def incremental_instants(timeline, start: str | None, end: str | None) -> list:
+    """The completed commit-like instants an incremental query over (start, end] reads. Layout 1 (table version 6):
+    those whose instant time is in (start, end]. Layout 2 (versions 8, 9): Hudi 1.x reads by completion time, both
+    ends included (IncrementalQueryAnalyzer, RangeType.CLOSED_CLOSED): those that completed in [start, end]. None
+    is no bound."""
+    commits = timeline.commits_timeline()
+    if timeline.layout < 2:
+        return [i for i in commits if (start is None or i.timestamp > start) and (end is None or i.timestamp <= end)]
+    done = [(i.completion_time or i.timestamp, i) for i in commits]
+    return [i for c, i in done if (start is None or c >= start) and (end is None or c <= end)]
+
+
+class IncrementalWindow(NamedTuple):
+    """What an incremental query reads: the commits of the window (`instants`, their instant times), the snapshot
+    its records are read as of (`as_of`), and which records it returns (`keep`)."""
+
+    instants: frozenset
+    as_of: str | None
+    start: str | None
+    by_completion: bool  # layout 2: the records the window's commits wrote; layout 1: commit times in (start, as_of]
+
+    def keep(self, commit_times):
+        """The mask of the rows (their `_hoodie_commit_time`) the query returns."""
+        if self.by_completion:
+            return pc.is_in(commit_times, value_set=pa.array(sorted(self.instants), pa.string()))
+        keep = pc.less_equal(commit_times, self.as_of)
+        return keep if self.start is None else pc.and_(keep, pc.greater(commit_times, self.start))
+
+
+def incremental_window(timeline, start: str | None, end: str | None) -> IncrementalWindow:
+    """The window of an incremental query over (start, end] (parsed instant times; None: open). Layout 1: read as of
+    `end` (or the latest commit), the records with commit times in (start, end]. Layout 2, as Hudi 1.x: read as of
+    the window's last commit, the records its commits wrote."""
+    window = incremental_instants(timeline, start, end)
+    instants = frozenset(i.timestamp for i in window)
+    if timeline.layout >= 2:
+        return IncrementalWindow(instants, max(instants, default=None), start, True)
+    commits = timeline.commits_timeline()
+    return IncrementalWindow(instants, end or (commits[-1].timestamp if commits else None), start, False)
+
+
 def check_incremental_window(timeline, start: str | None, end: str | None, name: str = "end") -> None:
     """Refuse an incremental window (start, end] that Hudi cannot read. Hudi's incremental query reads, of every file
     group the window's commits wrote, the latest file slice as of `end` made of the files those commits wrote
@@ -96,9 +141,7 @@ def check_incremental_window(timeline, start: str | None, end: str | None, name:
     if not cleaned:
         return
     slices: dict[tuple[str, str], dict[str, list[str]]] = {}  # (partition, file id) -> {slice base instant: files}
-    for inst in timeline.commits_timeline():
-        if (start is not None and inst.timestamp <= start) or (end is not None and inst.timestamp > end):
-            continue
+    for inst in incremental_instants(timeline, start, end):
         for stat in timeline.read_commit_metadata(inst.timestamp).all_write_stats():
             file_name = (stat.path or "").rpartition("/")[2]
             base, log = parse_base_file_name(file_name), parse_log_file_name(file_name)

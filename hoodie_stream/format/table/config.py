@@ -22,6 +22,8 @@ BACKUP_FILE = "hoodie.properties.backup"
 PROPERTIES_PATH = f"{HOODIE_DIR}/{PROPERTIES_FILE}"
 BACKUP_PATH = f"{HOODIE_DIR}/{BACKUP_FILE}"
 TABLE_VERSION = "6"
+# the table versions read, with the timeline layout each has: 6 (Hudi 0.14/0.15), 8 (Hudi 1.0), 9 (Hudi 1.1, 1.2)
+READ_VERSIONS = {"6": "1", "8": "2", "9": "2"}
 MERGER_STRATEGY_ID = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
 REQUIRED_KEYS = (
     "hoodie.table.name",
@@ -54,6 +56,21 @@ def _read(storage, path):
     except (HoodieStorageError, OSError) as e:
         return None, f"cannot be read: {e}"
     return _parse(data)
+
+
+def timeline_props(storage):
+    """(timeline layout version, timeline directory relative to the root) from hoodie.properties (or its backup),
+    without validating the rest: layout 1 has its instants in `.hoodie/`, layout 2 (table version 8 and later) in
+    `.hoodie/<hoodie.timeline.path>` (`timeline`). A table without readable properties is read as layout 1 (its
+    timeline reader reports what is missing)."""
+    for path in (PROPERTIES_PATH, BACKUP_PATH):
+        props, _reason = _read(storage, path)
+        if props is not None:
+            layout = int((props.get("hoodie.timeline.layout.version") or "1").strip() or 1)
+            if layout >= 2:
+                return layout, f"{HOODIE_DIR}/{(props.get('hoodie.timeline.path') or 'timeline').strip('/')}"
+            return layout, HOODIE_DIR
+    return 1, HOODIE_DIR
 
 
 def _parse(data):
@@ -96,8 +113,9 @@ class TableConfig:
         return self.storage.uri_of(PROPERTIES_PATH)
 
     @classmethod
-    def load(cls, storage):
-        """Load and validate `.hoodie/hoodie.properties` of the table (falls back to hoodie.properties.backup)."""
+    def load(cls, storage, read_only=False):
+        """Load and validate `.hoodie/hoodie.properties` of the table (falls back to hoodie.properties.backup). A
+        table of a version this project reads but does not write (8, 9: Hudi 1.x) is refused unless `read_only`."""
         storage = storage_for(storage)
         main = storage.uri_of(PROPERTIES_PATH)
         props, reason = _read(storage, PROPERTIES_PATH)
@@ -117,12 +135,28 @@ class TableConfig:
         if missing:
             raise HoodieTableError(main, f"missing required key(s) {', '.join(missing)}")
         version = props["hoodie.table.version"].strip()
-        if version != TABLE_VERSION:
-            raise HoodieTableError(main, f"table version {version} is not supported (only version {TABLE_VERSION})")
+        if version not in READ_VERSIONS:
+            raise HoodieTableError(
+                main, f"table version {version} is not supported (versions {', '.join(READ_VERSIONS)} are read)"
+            )
         layout = props["hoodie.timeline.layout.version"].strip()
-        if layout != "1":
-            raise HoodieTableError(main, f"timeline layout version {layout} is not supported (only 1)")
+        if layout != READ_VERSIONS[version]:
+            raise HoodieTableError(
+                main,
+                f"timeline layout version {layout} does not go with table version {version} (it has layout "
+                f"{READ_VERSIONS[version]})",
+            )
+        if version != TABLE_VERSION and not read_only:
+            raise HoodieTableError(
+                main,
+                f"table version {version} (Hudi 1.x) is read, not written, by hoodie-stream: it writes version "
+                f"{TABLE_VERSION} tables only",
+            )
         return cls(storage, props)
+
+    @property
+    def version(self) -> int:
+        return int(self.props["hoodie.table.version"])
 
     @classmethod
     def create(

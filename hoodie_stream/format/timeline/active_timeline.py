@@ -1,4 +1,8 @@
-"""The active timeline in .hoodie/ (layout version 1): listing, filtering, atomic state transitions.
+"""The active timeline: listing, filtering, atomic state transitions. Layout version 1 (table version 6) keeps its
+instants in `.hoodie/` as `T.<action>[.<state>]`, commit metadata in JSON; layout 2 (table versions 8 and 9, Hudi
+1.x) keeps them in `.hoodie/timeline/` with the completion time in a completed instant's name (`T_C.<action>`) and
+commit metadata in Avro. The layout is the one seam between the two (`timeline_props`, `Instant.from_file_name`,
+`_commit_metadata`); layout 2 is read, not written.
 
 On an object store the timeline is cached per table in the process (`_Snapshot`, shared by every `Timeline` of the
 table) and read again incrementally: only the files from the earliest pending instant on (or from the newest
@@ -16,6 +20,7 @@ import threading
 from ...errors import HoodieFormatError, HoodieObjectExistsError, HoodieObjectNotFoundError, HoodieTimelineError
 from ...storage import storage_for
 from ..avro.models import read_container
+from ..table.config import timeline_props
 from .commit_metadata import CommitMetadata
 from .instant import COMMIT_ACTIONS, COMPLETED, INFLIGHT, REQUESTED, STATE_ORDER, Instant, new_instant_time
 
@@ -40,13 +45,15 @@ class _Snapshot:
         self.lock = threading.RLock()
         self.files: dict[str, int] = {}
         self.listed = False  # a full listing was made since the last invalidation
+        self.layout: tuple[int, str] | None = None  # (timeline layout version, timeline directory), read once
 
     def window_start(self):
         """The timestamp from which the timeline may still change: the earliest pending instant, else the newest
         instant (None when there is none)."""
         states: dict[tuple[str, str], str] = {}
+        completion_times = self.layout is not None and self.layout[0] >= 2
         for name in self.files:
-            inst = Instant.from_file_name(name)
+            inst = Instant.from_file_name(name, completion_times)
             if inst is None:
                 continue
             key = (inst.timestamp, inst.comparable_action)
@@ -154,7 +161,21 @@ class Timeline:
         self.hoodie_dir = self.storage.uri_of(HOODIE_DIR)
         self.instants = []
         self._snapshot = _shared_for(self.storage)
+        if self._snapshot is None:
+            self.layout, self.dir = timeline_props(self.storage)
+        else:
+            with self._snapshot.lock:
+                if self._snapshot.layout is None:
+                    self._snapshot.layout = timeline_props(self.storage)
+                self.layout, self.dir = self._snapshot.layout
         self.reload(must_exist=True)
+
+    def _parse(self, name):
+        return Instant.from_file_name(name, self.layout >= 2)
+
+    def _file(self, name):
+        """The path of a timeline file relative to the table root."""
+        return f"{self.dir}/{name}"
 
     def reload(self, must_exist=False):
         """Read the instants again. `must_exist`: an empty listing without a .hoodie directory is an error (a
@@ -162,12 +183,12 @@ class Timeline:
         directory)."""
         snap = self._snapshot
         if snap is None:
-            names = [f.name for f in self.storage.list(HOODIE_DIR)]
+            names = [f.name for f in self.storage.list(self.dir)]
         else:
             with snap.lock:
                 self._refresh(snap)
                 names = list(snap.files)
-        if must_exist and not names and not self.storage.exists(HOODIE_DIR):
+        if must_exist and not names and not self.storage.exists(self.dir):
             raise HoodieTimelineError(f"{self.hoodie_dir}: no .hoodie directory") from None
         self._set_instants(names)
         return self
@@ -178,18 +199,18 @@ class Timeline:
         if start is not None:
             listed = {
                 f.name: f.size
-                for f in self.storage.list(HOODIE_DIR, start_after=f"{HOODIE_DIR}/{start}")
-                if "/" not in f.path[len(HOODIE_DIR) + 1 :]
+                for f in self.storage.list(self.dir, start_after=f"{self.dir}/{start}")
+                if "/" not in f.path[len(self.dir) + 1 :]
             }
-            window = {n for n in snap.files if n > start and Instant.from_file_name(n) is not None}
-            new = [Instant.from_file_name(n) for n in listed.keys() - snap.files.keys()]
+            window = {n for n in snap.files if n > start and self._parse(n) is not None}
+            new = [self._parse(n) for n in listed.keys() - snap.files.keys()]
             if window <= listed.keys() and not any(i is not None and i.action in _INVALIDATING for i in new):
                 for name in [n for n in snap.files if n > start]:
                     if name not in listed:
                         del snap.files[name]
                 snap.files.update(listed)
                 return
-        snap.files = {f.name: f.size for f in self.storage.list(HOODIE_DIR)}
+        snap.files = {f.name: f.size for f in self.storage.list(self.dir)}
         snap.listed = True
 
     def _added(self, instant, content):
@@ -220,7 +241,7 @@ class Timeline:
     def _set_instants(self, names):
         latest = {}
         for name in names:
-            inst = Instant.from_file_name(name)
+            inst = self._parse(name)
             if inst is None:
                 continue
             key = (inst.timestamp, inst.comparable_action)
@@ -231,7 +252,7 @@ class Timeline:
 
     def _path(self, name):
         """The URI of a timeline file, for messages."""
-        return self.storage.uri_of(f"{HOODIE_DIR}/{name}")
+        return self.storage.uri_of(self._file(name))
 
     def completed(self, actions=None):
         return [i for i in self.instants if i.state == COMPLETED and (actions is None or i.action in actions)]
@@ -283,7 +304,7 @@ class Timeline:
                         _CONTENTS.move_to_end(key)
                         return data
         try:
-            data = self.storage.read(f"{HOODIE_DIR}/{instant.file_name}")
+            data = self.storage.read(self._file(instant.file_name))
         except HoodieObjectNotFoundError:
             raise HoodieTimelineError(
                 f"{self._path(instant.file_name)}: timeline file of {instant} does not exist"
@@ -297,10 +318,21 @@ class Timeline:
         for inst in self.commits_timeline():
             if inst.timestamp == ts:
                 try:
-                    return CommitMetadata.from_json(self.read_bytes(inst))
+                    return self._commit_metadata(self.read_bytes(inst))
                 except HoodieFormatError as e:
                     raise HoodieFormatError(f"{self._path(inst.file_name)}: {e}") from None
         raise HoodieTimelineError(f"{self.hoodie_dir}: no completed commit at instant {ts}")
+
+    def _commit_metadata(self, data):
+        """Commit metadata from a completed instant's bytes: JSON on layout 1, an Avro container on layout 2 (an
+        empty file is empty metadata on both)."""
+        if self.layout < 2 or not data:
+            return CommitMetadata.from_json(data)
+        return CommitMetadata.from_avro(read_container(data))
+
+    def completion_times(self):
+        """{instant time: completion time} of the completed instants (layout 2; empty on layout 1)."""
+        return {i.timestamp: i.completion_time for i in self.instants if i.completion_time is not None}
 
     def latest_schema(self, as_of=None):
         """The writer's Avro schema (JSON text) recorded by the newest completed commit (at or before `as_of`) that
@@ -335,6 +367,8 @@ class Timeline:
 
     def _write_new(self, instant, content):
         """Create a timeline file if absent (the storage's create-if-absent: never overwrites)."""
+        if self.layout != 1:
+            raise HoodieTimelineError(f"{self.hoodie_dir}: timeline layout {self.layout} is read, not written")
         try:
             self.storage.create(f"{HOODIE_DIR}/{instant.file_name}", content)
         except HoodieObjectExistsError:

@@ -166,6 +166,19 @@ class CommitMetadata:
         )
 
     @classmethod
+    def from_avro(cls, record):
+        """From the HoodieCommitMetadata (or HoodieReplaceCommitMetadata) Avro record of a layout-2 timeline: the
+        JSON form's fields, every one nullable (a null is a field not given)."""
+        if not isinstance(record, dict):
+            raise HoodieFormatError("commit metadata is not an Avro record")
+        d = {k: v for k, v in record.items() if v is not None}
+        d["partitionToWriteStats"] = {
+            p: [{k: v for k, v in stat.items() if v is not None} for stat in stats or []]
+            for p, stats in (d.get("partitionToWriteStats") or {}).items()
+        }
+        return cls.from_dict(d)
+
+    @classmethod
     def from_json(cls, data):
         if isinstance(data, (bytes, bytearray)):
             data = bytes(data).decode("utf-8")

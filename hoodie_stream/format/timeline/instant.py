@@ -43,11 +43,14 @@ FORMAT = "%Y%m%d%H%M%S"
 
 
 class Instant(NamedTuple):
-    """One timeline entry. A completed compaction is reported as action "commit" (its file is T.commit)."""
+    """One timeline entry. A completed compaction is reported as action "commit" (its file is T.commit).
+    `completion_time`: when a completed instant completed, on timelines that record it (layout 2: table version 8
+    and later, `T_C.<action>`); None on layout 1 and for pending instants."""
 
     timestamp: str
     action: str
     state: str
+    completion_time: str | None = None
 
     @property
     def is_completed(self):
@@ -68,9 +71,11 @@ class Instant(NamedTuple):
 
     @property
     def file_name(self):
+        """The instant's file name in its timeline (layout 2: `T_C.<action>` once completed)."""
         t, a = self.timestamp, self.action
         if self.state == COMPLETED:
-            return f"{t}.{COMPLETED_AS.get(a, a)}"
+            done = t if self.completion_time is None else f"{t}_{self.completion_time}"
+            return f"{done}.{COMPLETED_AS.get(a, a)}"
         if self.state == INFLIGHT:
             return f"{t}.inflight" if a == COMMIT else f"{t}.{a}.inflight"
         if self.state == REQUESTED:
@@ -82,18 +87,30 @@ class Instant(NamedTuple):
         return (self.timestamp, STATE_ORDER[self.state], self.action)
 
     @classmethod
-    def from_file_name(cls, name) -> Optional["Instant"]:
-        """Parse a timeline file name; None for anything else (temp files, hoodie.properties, dirs)."""
+    def from_file_name(cls, name, completion_times=False) -> Optional["Instant"]:
+        """Parse a timeline file name; None for anything else (temp files, hoodie.properties, dirs). With
+        `completion_times` (layout 2) a completed instant's file is `T_C.<action>`; one without `_C` (Hudi reads it
+        as a legacy file, completed at its modification time) is read with no completion time."""
         if name.endswith(".inflight") and name.count(".") == 1:
             ts = name[: -len(".inflight")]
             return cls(ts, COMMIT, INFLIGHT) if ts.isdigit() and 14 <= len(ts) <= 17 else None
+        completion = None
+        if completion_times:
+            head, sep, rest = name.partition("_")
+            if sep:
+                done, dot, action = rest.partition(".")
+                if not (dot and done.isdigit() and 14 <= len(done) <= 17):
+                    return None
+                name, completion = f"{head}.{action}", done
         m = _NAME.match(name)
         if not m or m.group(2) not in ACTIONS:
             return None
         ts, action, state = m.group(1), m.group(2), m.group(3) or COMPLETED
         if state == COMPLETED and action in COMPLETED_AS:
             return None
-        return cls(ts, action, state)
+        if completion is not None and state != COMPLETED:
+            return None
+        return cls(ts, action, state, completion)
 
 
 def instant_to_datetime(ts):
