@@ -133,3 +133,26 @@ def test_a_lease_renewal_whose_answer_was_lost_keeps_the_lease_and_releases_it(s
     other = TableLease(storage_for(uri, s3_server.options()), LockOptions(wait_time_ms=0), "other")
     other.acquire()  # at once: nothing waits for the lease to expire
     other.release()
+
+
+def test_a_failed_range_read_whose_error_text_holds_416_elsewhere_still_fails(s3_server, monkeypatch):
+    """A range read past the end reads as empty (the store answers 416 Range Not Satisfiable, S3's code
+    InvalidRange); any other failure raises, also when "416" appears elsewhere in its text (a port, a duration in
+    ms): the cut cases above failed so now and then, read as past the end."""
+    import obstore
+
+    uri = s3_server.new_table_uri("range")
+    storage = storage_for(uri, s3_server.options())
+    storage.write("obj", b"abc")
+    assert storage.read_range("obj", 10, 5) == b""  # the real answer past the end
+    assert storage.read_range("obj", 1, 5) == b"bc"
+
+    def broken(*_args, **_kwargs):
+        raise OSError(
+            "Generic S3 error: Error performing GET http://127.0.0.1:41600/b/obj in 283.416901ms, after 1 retries, "
+            "max_retries: 1, retry_timeout: 2s - HTTP error: error sending request"
+        )
+
+    monkeypatch.setattr(obstore, "get_range", broken)
+    with pytest.raises(HoodieStorageError, match="error sending request"):
+        storage.read_range("obj", 0, 2)

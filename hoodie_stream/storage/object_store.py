@@ -48,6 +48,9 @@ SPOOL_IN_MEMORY = 8 << 20
 _CODE = re.compile(r"<Code>([^<]+)</Code>")
 _MESSAGE = re.compile(r"<Message>([^<]+)</Message>")
 _STATUS = re.compile(r"status code: (\d{3}) ([A-Za-z ]+)")
+# a range read past the end: the store's answer (its status, or S3's code), never digits elsewhere in the reason (an
+# error naming an endpoint's port or a request's duration in ms may hold "416")
+_PAST_THE_END = re.compile(r"(?:^|: )416 Range Not Satisfiable\b|\bInvalidRange\b")
 # answers refusing the credentials (S3 codes; a 401 or 403 from any store)
 _REFUSED = re.compile(
     r"\b(401|403)\b|AccessDenied|InvalidAccessKeyId|SignatureDoesNotMatch|InvalidToken|ExpiredToken|InvalidClientTokenId"
@@ -287,7 +290,7 @@ class ObjectStorage(Storage):
                 self._call("GET", "read", path, obstore.get_range, self._key(path), start=offset, length=length)
             )
         except HoodieStorageError as err:
-            if "416" in err.reason or "InvalidRange" in err.reason:  # past the end, as a local file reads
+            if _PAST_THE_END.search(err.reason):  # past the end, as a local file reads
                 return b""
             raise
 
