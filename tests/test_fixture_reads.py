@@ -146,3 +146,32 @@ def test_v8_on_the_s3_server_reads_as_hudi_rs(fixture_table, s3_server):
         ours = table.read(**kwargs)
         assert_same_rows(ours, rs_read(s3.uri, storage_options=s3.options, **kwargs), context=f"s3 {kwargs}")
     assert_same_rows(table.read(), rs_read(str(local.uri)), context="s3 vs local")
+
+
+def test_v8_a_pending_clustering_older_than_every_commit_keeps_its_files_uncommitted(fixture_table):
+    """Version 8's clustering action: pending, it starts the active timeline (Hudi's archiver stops at it), so its
+    new base file is not read as an archived, committed one."""
+    import shutil
+
+    base = fixture_table(V8_TRIPS)
+    expected = HoodieTable(base).read()
+    old = next((base / "city=chennai").glob("*_20251220210108078.parquet"))
+    shutil.copy(old, old.with_name(old.name.replace("20251220210108078", "20251220210100000")))
+    (base / ".hoodie" / "timeline" / "20251220210100000.clustering.requested").write_bytes(b"")
+    table = HoodieTable(base)
+    assert table.timeline.timeline_start() == "20251220210100000"
+    assert [(i.action, i.state) for i in table.timeline.pending()] == [("clustering", "requested")]
+    assert_same_rows(table.read(), expected, context="pending clustering")
+    assert_same_rows(table.read(), rs_read(base), context="pending clustering vs hudi-rs")
+
+
+def test_v8_a_log_of_an_archived_delta_commit_stays_in_its_own_slice(fixture_table):
+    """A log file named by a delta commit older than the active timeline (archived: committed, its completion time
+    in the history) counts as completed at its own instant: it does not join the latest slice."""
+    import shutil
+
+    base = fixture_table(V8_TRIPS)
+    log = next((base / "city=chennai").glob(".*_20251220210127080.log.1_*"))
+    shutil.copy(log, log.with_name(log.name.replace("20251220210127080", "20251220210100000")))
+    slices = _slices(HoodieTable(base))
+    assert slices["city=chennai"] == (COMPACTION, []), slices

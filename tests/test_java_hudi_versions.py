@@ -10,12 +10,17 @@ one after another), so both read the same commits."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 
 import java_hudi as jh
 from hoodie_stream import HoodieStreamSink, HoodieTable
 from hoodie_stream.errors import HoodieError
+from hoodie_stream.format.timeline.instant import instant_to_datetime
 from hoodie_stream.format.write.writer import HoodieWriter
 from oracle import META, assert_same_rows, rs_read
 from test_java_hudi_writes import Model, table_rows
@@ -129,11 +134,35 @@ def test_spark_reads_as_hoodie_table(hudi_table, spark):
 
 
 def test_the_writers_refuse_a_version_they_do_not_write(hudi_table, spark):
-    path, _model, version = hudi_table
+    """The writers refuse the table before touching anything: no lease taken, Hudi's properties backup (its
+    protocol's file while it changes them) left alone, the rows as they were."""
+    path, model, version = hudi_table
+    hoodie = Path(path) / ".hoodie"
+    backup = hoodie / "hoodie.properties.backup"
+    shutil.copy(hoodie / "hoodie.properties", backup)
+    before = sorted(str(p.relative_to(path)) for p in Path(path).rglob("*"))
     with pytest.raises(HoodieError, match=f"table version {version} .* read, not written"):
         HoodieWriter(path)
     sink = HoodieStreamSink(path, {"hoodie.datasource.write.recordkey.field": "id"})
     with pytest.raises(HoodieError, match=f"table version {version}"):
         sink(spark.createDataFrame([(1, 50, "sf", "x")], "id long, ts long, city string, v string"), 0)
     sink.close()
-    assert table_rows(HoodieTable(path).read()) == _model.expected()  # untouched
+    assert sorted(str(p.relative_to(path)) for p in Path(path).rglob("*")) == before
+    backup.unlink()
+    assert table_rows(HoodieTable(path).read()) == model.expected()
+
+
+def test_the_command_lines_views_of_the_table(hudi_table, capsys):
+    """`commits` shows each commit's completion time from its file name; `validate` finds nothing wrong."""
+    from hoodie_stream.__main__ import main
+
+    path, _model, _version = hudi_table
+    table = HoodieTable(path)
+    capsys.readouterr()
+    assert main(["commits", path, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    done = {i.timestamp: i.completion_time for i in table.timeline.commits_timeline()}
+    assert [r["instant"] for r in rows] == list(done)
+    assert [r["completed_time"] for r in rows] == [instant_to_datetime(done[r["instant"]]).isoformat() for r in rows]
+    assert main(["validate", path, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["valid"]

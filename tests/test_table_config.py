@@ -192,3 +192,25 @@ def test_partition_metadata(tmp_path, fixture_table):
     for f in found:
         rel = str(f.parent.relative_to(base))
         assert read_partition_metadata(base, rel)["partitionDepth"] == str(rel.count("/") + 1)
+
+
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("hoodie.table.partial.update.mode", "IGNORE_DEFAULTS"),
+        ("hoodie.table.partial.update.mode", "FILL_UNAVAILABLE"),
+        ("hoodie.record.merge.property.hoodie.payload.delete.field", "_change_operation_type"),
+    ],
+)
+def test_version_9_merge_settings_not_supported_are_refused_naming_the_key(key, value):
+    """What Hudi 1.1 made of the partial-update and Debezium payloads in version 9 tables is refused, not ignored."""
+    from hoodie_stream.errors import HoodieError
+    from hoodie_stream.format.record.merge import merge_mode
+
+    props = {"hoodie.record.merge.mode": "EVENT_TIME_ORDERING", "hoodie.table.ordering.fields": "ts", key: value}
+    with pytest.raises(HoodieError, match=key.replace(".", r"\.")):
+        merge_mode(props)
+    without = {k: v for k, v in props.items() if k != key}
+    assert merge_mode(without) == ("EVENT_TIME_ORDERING", "ts")
+    if key.endswith(".mode"):
+        assert merge_mode({**props, key: "NONE"}) == ("EVENT_TIME_ORDERING", "ts")

@@ -103,6 +103,17 @@ def test_layout_2_fixture_timelines(fixture_table, name):
         assert all(s.file_id for s in meta.all_write_stats())
     with pytest.raises(HoodieTimelineError, match="read, not written"):
         tl.create_new("deltacommit")
+    with pytest.raises(HoodieTimelineError, match="read, not written"):
+        tl.delete_files([f for f in files if f.endswith(".requested")][:1])
+    from hoodie_stream import HoodieTable
+
+    commits = HoodieTable(base).commits()  # the notebook's and the command line's view: times from the names
+    done = {i.timestamp: i.completion_time for i in tl.completed()}
+    for instant, completed, inflight in zip(
+        *(commits[c].to_pylist() for c in ("instant", "completed_time", "inflight_time"))
+    ):
+        assert completed.strftime("%Y%m%d%H%M%S%f")[:17] == done[instant]
+        assert inflight is not None or instant not in {i.timestamp for i in tl.commits_timeline()}
 
 
 def test_new_instant_time_strictly_increasing():

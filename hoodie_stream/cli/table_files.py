@@ -64,7 +64,7 @@ def table_files(table: HoodieTable) -> TableFiles:
                     rel = stat.path if "/" in stat.path or not partition else join(partition, stat.path)
                     out.written.setdefault(rel.lstrip("/"), inst.timestamp)
     for inst in timeline.completed(["clean", "rollback"]):
-        meta = timeline.read_avro(Instant(inst.timestamp, inst.action, COMPLETED))
+        meta = timeline.read_avro(inst)
         for record in meta if isinstance(meta, list) else [meta]:
             if inst.action == "rollback":
                 out.rolled_back.update(record.get("commitsRollback") or [])

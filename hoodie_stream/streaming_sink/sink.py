@@ -39,6 +39,7 @@ from ..format.avro.schema import META_FIELDS, avro_to_arrow_schema, decimal_wide
 from ..format.cdc.logger import LOGGED_MODES
 from ..format.cdc.query import CDC_ENABLED, LOGGING_MODE, table_logging_mode
 from ..format.record.merge import merge_mode
+from ..format.table.config import TableConfig
 from ..format.table.lock import TableLease, query_lease
 from ..format.table.metadata_table import remove_metadata_table
 from ..format.timeline.active_timeline import Timeline
@@ -203,6 +204,11 @@ class HoodieStreamSink:
         """One micro-batch (`batch_id` None: a batch write, `write_once`)."""
         self._seconds, self._mark, self._bulk_batch, self._chain_jobs = {}, time.monotonic(), False, None
         spark = df.sparkSession
+        if not self.__dict__.get("_version_checked") and _has_properties(self.storage):
+            # a table this project reads but does not write (Hudi 1.x's versions 8, 9) is refused before the lease
+            # or anything else touches it
+            TableConfig.load(self.storage)
+        self._version_checked = True
         self._hold_for_query(spark, "" if batch_id is None else _query_id(spark))
         self.lease.remove_on_release = False
         with self.lease.hold(), in_pool(spark.sparkContext, WRITE_POOL, keep_callers=True):

@@ -198,7 +198,9 @@ class FileSystemView:
         8 and 9, as Hudi 1.x's file group (HoodieFileGroup.addLogFile) slices them: the slices are those of the
         committed base files and of the pending compactions that plan the group; in log order, a file whose delta
         commit completed joins the slice with the greatest base instant at or before its completion time (a new slice
-        at the commit's own instant when there is none), a file of a commit not completed joins the latest slice."""
+        at the commit's own instant when there is none), a file of a commit not completed joins the latest slice. A
+        commit older than the active timeline (archived, committed: its completion time is in the history, not read
+        here) counts as completed at its own instant time."""
         if self.completion is None:
             return group.log_files
         keys = sorted(
@@ -209,6 +211,8 @@ class FileSystemView:
         for log in sorted((lf for logs in group.log_files.values() for lf in logs), key=log_sort_key):
             delta = log.base_instant
             done = self.completion.get(delta)
+            if done is None and delta in self.committed:
+                done = delta
             if done is None and keys:
                 key = keys[-1]
             else:

@@ -133,7 +133,8 @@ def incremental_window(timeline, start: str | None, end: str | None) -> Incremen
 
 
 def check_incremental_window(timeline, start: str | None, end: str | None, name: str = "end") -> None:
-    """Refuse an incremental window (start, end] that Hudi cannot read. Hudi's incremental query reads, of every file
+    """Refuse an incremental window (start, end] (by completion time on layout 2: `incremental_instants`) that Hudi
+    cannot read. Hudi's incremental query reads, of every file
     group the window's commits wrote, the latest file slice as of `end` made of the files those commits wrote
     (MergeOnReadIncrementalRelation: a file-system view of the commits' files), and fails on the first one a clean
     deleted; so is the window refused here, naming the file."""
@@ -150,7 +151,10 @@ def check_incremental_window(timeline, start: str | None, end: str | None, name:
                 group = slices.setdefault((stat.partition_path or "", stat.file_id), {})
                 group.setdefault(slice_instant, []).append(file_name)
     for (partition, _file_id), group in slices.items():
-        gone = [f for f in group[max(group)] if f in cleaned]
+        # layout 2: a log file's name carries the commit that wrote it, not its slice: every file the window's
+        # commits wrote counts (a cleaned one refuses the window rather than leaving rows out)
+        files = group[max(group)] if timeline.layout < 2 else [f for fs in group.values() for f in fs]
+        gone = [f for f in files if f in cleaned]
         if gone:
             raise HoodieTimeTravelError(
                 f"{timeline.hoodie_dir}: the incremental window ({start}, {end}] reads {partition}/{gone[0]}, which a "

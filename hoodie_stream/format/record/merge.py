@@ -47,7 +47,17 @@ def ordering_field(props):
 
 
 def merge_mode(props):
-    """(mode, ordering field or None) from hoodie.properties-style props."""
+    """(mode, ordering field or None) from hoodie.properties-style props. A version 9 table's partial-update mode and
+    merge properties (what Hudi 1.1 made of the partial-update and Debezium payloads: keep-the-old-value and delete
+    markers) are refused, naming the key: records are merged whole here."""
+    partial = (props.get("hoodie.table.partial.update.mode") or "").strip()
+    if partial and partial.upper() != "NONE":
+        raise HoodieError(
+            f"the table merges partial updates (hoodie.table.partial.update.mode={partial}): not supported"
+        )
+    markers = sorted(k for k in props if k.startswith("hoodie.record.merge.property."))
+    if markers:
+        raise HoodieError(f"the table merges records with merge properties ({', '.join(markers)}): not supported")
     ordering = ordering_field(props)
     explicit = props.get("hoodie.record.merge.mode")
     if explicit in (COMMIT_TIME_ORDERING, EVENT_TIME_ORDERING):

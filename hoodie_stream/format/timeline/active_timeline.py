@@ -101,6 +101,7 @@ def invalidate(uri=None):
     with _SNAPSHOTS_LOCK:
         for key in [k for k in _SNAPSHOTS if uri is None or k == uri.rstrip("/")]:
             _SNAPSHOTS[key].listed = False
+            _SNAPSHOTS[key].layout = None  # read again: an upgrade moves the timeline
     with _CONTENTS_LOCK:
         for key in [k for k in _CONTENTS if uri is None or k[0] == uri.rstrip("/")]:
             del _CONTENTS[key]
@@ -365,10 +366,13 @@ class Timeline:
         if self._snapshot is not None:
             self.reload()
 
-    def _write_new(self, instant, content):
-        """Create a timeline file if absent (the storage's create-if-absent: never overwrites)."""
+    def _writable(self):
         if self.layout != 1:
             raise HoodieTimelineError(f"{self.hoodie_dir}: timeline layout {self.layout} is read, not written")
+
+    def _write_new(self, instant, content):
+        """Create a timeline file if absent (the storage's create-if-absent: never overwrites)."""
+        self._writable()
         try:
             self.storage.create(f"{HOODIE_DIR}/{instant.file_name}", content)
         except HoodieObjectExistsError:
@@ -436,6 +440,7 @@ class Timeline:
 
     def revert_to_requested(self, ts, action):
         """inflight -> requested: delete the inflight file (Hudi's revertInstantFromInflightToRequested)."""
+        self._writable()
         name = Instant(ts, action, INFLIGHT).file_name
         self.storage.delete(f"{HOODIE_DIR}/{name}")
         self._removed([name])
@@ -443,6 +448,7 @@ class Timeline:
     def delete_files(self, names):
         """Delete timeline files (names in .hoodie/) one by one in the order given, those already gone included,
         then read the timeline again (the archiver's deletes)."""
+        self._writable()
         try:
             for name in names:
                 self.storage.delete(f"{HOODIE_DIR}/{name}")
@@ -451,6 +457,7 @@ class Timeline:
 
     def delete_instant_files(self, ts, action, only_pending=True):
         """Remove an instant's files, completed first then inflight then requested (used by rollback)."""
+        self._writable()
         self._fresh()
         states = [INFLIGHT, REQUESTED]
         if self._exists(ts, action, COMPLETED):

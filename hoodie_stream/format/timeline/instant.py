@@ -22,6 +22,7 @@ SAVEPOINT = "savepoint"
 RESTORE = "restore"
 LOG_COMPACTION = "logcompaction"
 INDEXING = "indexing"
+CLUSTERING = "clustering"  # table version 8 and later: a pending clustering, completed as a replacecommit
 ACTIONS = (
     COMMIT,
     DELTA_COMMIT,
@@ -33,10 +34,11 @@ ACTIONS = (
     RESTORE,
     LOG_COMPACTION,
     INDEXING,
+    CLUSTERING,
 )
 COMMIT_ACTIONS = (COMMIT, DELTA_COMMIT, REPLACE_COMMIT)
 # Actions whose completed file carries another action's name (Java groups them with that action).
-COMPLETED_AS = {COMPACTION: COMMIT, LOG_COMPACTION: DELTA_COMMIT}
+COMPLETED_AS = {COMPACTION: COMMIT, LOG_COMPACTION: DELTA_COMMIT, CLUSTERING: REPLACE_COMMIT}
 
 _NAME = re.compile(r"^(\d{14,17})\.([a-z]+)(?:\.(requested|inflight))?$")
 FORMAT = "%Y%m%d%H%M%S"

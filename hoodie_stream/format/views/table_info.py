@@ -52,7 +52,6 @@ import pyarrow as pa
 
 from ..file_group.file_names import parse_log_file_name
 from ..file_group.fs_view import FileSystemView
-from ..timeline.active_timeline import HOODIE_DIR
 from ..timeline.archived_timeline import ArchivedInstant
 from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.instant import (
@@ -113,7 +112,7 @@ _FIGURES = [f.name for f in COMMITS_SCHEMA][7:16]
 def commits(table: TableReader) -> pa.Table:
     """One row per instant of the table's active timeline (columns: this module's docstring)."""
     timeline = table.timeline
-    mtimes = {f.name: f.mtime for f in table.storage.list(HOODIE_DIR)}
+    mtimes = {f.name: f.mtime for f in table.storage.list(timeline.dir)}
     local_zone = str(table.config.timeline_timezone).upper() != "UTC"
     rows: dict[str, list[Any]] = {name: [] for name in COMMITS_SCHEMA.names}
     checkpoints: dict[str, str] = {}
@@ -127,7 +126,10 @@ def commits(table: TableReader) -> pa.Table:
         rows["operation"].append(meta.operation_type.lower() if meta is not None else None)
         rows["requested_time"].append(_instant_time(inst.timestamp, local_zone))
         rows["inflight_time"].append(_file_time(mtimes, inst, INFLIGHT))
-        rows["completed_time"].append(_file_time(mtimes, inst, COMPLETED))
+        if inst.completion_time is not None:  # layout 2 names it (table versions 8, 9)
+            rows["completed_time"].append(_instant_time(inst.completion_time, local_zone))
+        else:
+            rows["completed_time"].append(_file_time(mtimes, inst, COMPLETED))
         for name, value in zip(_FIGURES, _figures(meta)):
             rows[name].append(value)
         writer, batch_id = _batch_of(meta, checkpoints)
