@@ -10,6 +10,7 @@
     rollback PATH INSTANT   roll back a pending write or the last completed delta commit
     compact PATH            offline compaction: schedule a plan and/or run pending plans (Spark, local)
     clean PATH              offline cleaning: remove file slices no query needs any more
+    upgrade PATH --to 8|9   upgrade a version 6 table to Hudi 1.x's table version 8 or 9 (only when asked)
 
 Every command that takes a table accepts a local path or a URI (`s3://`, `gs://`, `abfss://`, `file://`), as an
 argument or as `--path`, and `--storage-option KEY=VALUE` (repeatable; hudi-rs / delta-rs key names, e.g.
@@ -130,6 +131,9 @@ def _parser(json_errors=False):
     _option_arg(compact)
     clean = _table_command(sub, "clean", "offline cleaning: remove file slices no query needs any more", True)
     _option_arg(clean)
+    upgrade = _table_command(sub, "upgrade", "upgrade a version 6 table to Hudi 1.x's table version 8 or 9")
+    upgrade.add_argument("--to", type=int, choices=(8, 9), required=True, help="the table version to upgrade to")
+    _option_arg(upgrade)
     return parser
 
 

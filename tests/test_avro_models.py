@@ -50,6 +50,17 @@ def test_fixture_rollback_values(fixture_table):
 
 def _records(name):
     return {
+        "HoodieCommitMetadata": {
+            "partitionToWriteStats": {
+                "p": [
+                    {"fileId": "f", "path": "p/.f_1.log.1_0-1-1", "prevCommit": "1", "numWrites": 2, "logFiles": ["x"]}
+                ]
+            },
+            "compacted": False,
+            "extraMetadata": {"schema": "{}"},
+            "version": 1,
+            "operationType": "UPSERT",
+        },
         "HoodieMergeArchiveFilePlan": {
             "candidate": ["file:/t/.hoodie/archived/.commits_.archive.1_1-0-1"],
             "mergedArchiveFileName": ".commits_.archive.2_1-0-1",

@@ -166,3 +166,52 @@ def test_the_command_lines_views_of_the_table(hudi_table, capsys):
     assert [r["completed_time"] for r in rows] == [instant_to_datetime(done[r["instant"]]).isoformat() for r in rows]
     assert main(["validate", path, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["valid"]
+
+
+# -- a table the sink wrote, upgraded (`hoodie-stream upgrade`) ---------------------------------------------------------
+@pytest.mark.parametrize("to", [8, 9])
+def test_hudi_reads_and_continues_a_sink_table_the_command_upgraded(java_hudi, spark, tmp_path, capsys, to):
+    """The sink writes a version 6 table (bulk insert, upserts, deletes, a partition move into log files); the
+    command line refuses to upgrade it while logs are in its latest slices, compacts it, upgrades it to `to`; Hudi
+    1.2 reads it as the model and as HoodieTable, every query type; then Hudi 1.2 writes into it (an upsert and a
+    delete at that version) and both read the model again."""
+    from hoodie_stream.__main__ import main
+    from hoodie_stream.compaction.offline import compact_table
+    from test_java_hudi_writes import CITIES as W_CITIES
+    from test_java_hudi_writes import initial, sink_write
+
+    hudi = java_hudi("1.2.0")
+    path = str(tmp_path / "t")
+    model = Model()
+    batches = [
+        (initial(9), []),
+        ([(1, 20, "sf", "b1"), (4, 20, "nyc", "b4"), (9, 20, "sf", "n9")], [(2, W_CITIES[2])]),
+        ([(3, 30, W_CITIES[0], "c3"), (5, 1, W_CITIES[2], "late5")], [(6, W_CITIES[0])]),
+    ]
+    sink_write(spark, path, batches, model)
+    capsys.readouterr()
+    assert main(["upgrade", path, "--to", str(to)]) == 2
+    assert "log files in their latest slice" in capsys.readouterr().err
+    list(compact_table(path, spark=spark))  # `hoodie-stream compact PATH`, in this test session's Spark
+    assert main(["upgrade", path, "--to", str(to)]) == 0
+    table = HoodieTable(path)
+    assert table.config.version == to
+    assert table_rows(table.read()) == model.expected()
+    queries = [({}, jh.snapshot()), ({"query_type": "read_optimized"}, jh.read_optimized())]
+    for inst in table.timeline.commits_timeline():
+        queries.append(({"as_of": inst.timestamp}, jh.snapshot(inst.timestamp)))
+    first = table.timeline.commits_timeline()[0]
+    queries.append(({"query_type": "incremental", "start": first.timestamp}, jh.incremental(first.timestamp)))
+    for kwargs, options in queries:
+        ok, why = jh.same_rows(table.read(**kwargs), hudi.read(path, options), COLUMNS)
+        assert ok, f"{kwargs}: Hudi 1.2 vs HoodieTable.read of the upgraded table: {why}"
+    options = {**hudi_options(HoodieTable(path).config.table_name, str(to)), "hoodie.compact.inline": "false"}
+    hudi.write(path, batch([(7, 50, W_CITIES[1], "h7"), (20, 50, W_CITIES[2], "h20")], [(8, W_CITIES[2])]), options)
+    model.upsert([(7, 50, W_CITIES[1], "h7"), (20, 50, W_CITIES[2], "h20")])
+    model.delete([8])
+    table = HoodieTable(path)
+    assert table.config.version == to
+    assert table_rows(table.read()) == model.expected()
+    assert table_rows(hudi.read(path, jh.snapshot())) == model.expected()
+    ok, why = jh.same_rows(table.read(), hudi.read(path, jh.snapshot()), COLUMNS)
+    assert ok, why

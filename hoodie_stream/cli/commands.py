@@ -8,7 +8,7 @@ from typing import Any
 
 from ..format.hoodie_table import HoodieTable
 from ..format.views.summary import summary_of, summary_text
-from . import output, rollback, services, show, stats, validate
+from . import output, rollback, services, show, stats, upgrade, validate
 
 
 def _table(args: argparse.Namespace, storage_options: dict[str, str]) -> HoodieTable:
@@ -54,6 +54,9 @@ def run(args: argparse.Namespace, storage_options: dict[str, str], options: dict
     elif command == "clean":
         result = services.clean(args.path, options, storage_options or None, _progress(args))
         output.emit(result, as_json, f"cleaned {result['files_deleted']} files")
+    elif command == "upgrade":
+        result = upgrade.upgrade_table(args.path, args.to, options, storage_options or None)
+        output.emit(result, as_json, upgrade.upgrade_text(result))
     else:
         raise ValueError(f"unknown command {command!r}")
     return 0

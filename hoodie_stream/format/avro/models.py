@@ -4,6 +4,7 @@ Avro object container files with codec null holding one record."""
 import io
 import json
 import os
+from importlib import resources
 
 import fastavro
 
@@ -354,7 +355,15 @@ HOODIE_MERGE_ARCHIVE_FILE_PLAN = _record(
     top=True,
 )
 
+# HoodieCommitMetadata as Hudi 1.x writes it into a layout-2 timeline (the schema in the header of the commit files it
+# writes)
+HOODIE_COMMIT_METADATA = json.dumps(
+    json.loads(resources.files(__package__).joinpath("resources/HoodieCommitMetadata.avsc").read_text("utf-8")),
+    separators=(",", ":"),
+)
+
 SCHEMAS = {
+    "HoodieCommitMetadata": HOODIE_COMMIT_METADATA,
     "HoodieMergeArchiveFilePlan": HOODIE_MERGE_ARCHIVE_FILE_PLAN,
     "HoodieCompactionPlan": HOODIE_COMPACTION_PLAN,
     "HoodieCleanerPlan": HOODIE_CLEANER_PLAN,

@@ -336,11 +336,16 @@ def recover_properties(storage):
 
 
 def delete_properties(storage, keys):
-    """Rewrite hoodie.properties without `keys` by Hudi's protocol for changing table properties
+    """hoodie.properties without `keys` (`modify_properties`). Returns the new properties."""
+    return modify_properties(storage, deletes=keys)
+
+
+def modify_properties(storage, updates=None, deletes=()):
+    """Rewrite hoodie.properties with `updates` set and `deletes` removed by Hudi's protocol for changing table properties
     (HoodieTableConfig.delete / modify), on a storage without rename: an interrupted change is finished first; the
     current file is copied to hoodie.properties.backup (created if absent); hoodie.properties is deleted (readers
     read the backup meanwhile) and created again (create-if-absent: a writer that lost a race fails, it never
-    overwrites) without the keys, its checksum recomputed; it is read back and checked; then the backup is deleted.
+    overwrites) with the change, its checksum recomputed; it is read back and checked; then the backup is deleted.
     A crash at any step leaves a readable hoodie.properties or backup, and the next change finishes it. Returns
     the new properties."""
     storage = storage_for(storage)
@@ -350,8 +355,9 @@ def delete_properties(storage, keys):
     props, reason = _parse(data)
     if props is None:
         raise HoodieTableError(path, f"hoodie.properties {reason}")
-    dropped = set(keys)
+    dropped = set(deletes)
     new = {k: v for k, v in props.items() if k not in dropped}
+    new.update(updates or {})
     new["hoodie.table.checksum"] = str(checksum(new))
     storage.create(BACKUP_PATH, data)
     storage.delete(PROPERTIES_PATH)

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from ...errors import HoodieFormatError
+from ..avro.models import SCHEMAS, write_container
 
 NULL_COMMIT = "null"
 # extraMetadata entry of the sink's delta commits: how many of the write stats' numDeletes are the old copies of
@@ -165,6 +166,26 @@ class CommitMetadata:
             None if replace is None else dict(replace),
         )
 
+    def to_avro(self):
+        """The bytes of this metadata in a layout-2 timeline (table versions 8, 9): an Avro container of one
+        HoodieCommitMetadata record, the JSON form's fields (each write stat's fields the Avro record has), as Hudi
+        1.x's CommitMetadataSerDeV2 writes it. A replace commit's is refused (its Avro model is not written here)."""
+        if self.partition_to_replace_file_ids is not None:
+            raise HoodieFormatError("a replace commit's metadata is not written in Avro here")
+        names = _avro_stat_fields()
+        stats = {
+            p: [{k: _avro_value(k, v) for k, v in s.to_dict().items() if k in names} for s in lst]
+            for p, lst in self.partition_to_write_stats.items()
+        }
+        record = {
+            "partitionToWriteStats": stats,
+            "compacted": bool(self.compacted),
+            "extraMetadata": {str(k): None if v is None else str(v) for k, v in self.extra_metadata.items()},
+            "version": 1,
+            "operationType": self.operation_type,
+        }
+        return write_container("HoodieCommitMetadata", record)
+
     @classmethod
     def from_avro(cls, record):
         """From the HoodieCommitMetadata (or HoodieReplaceCommitMetadata) Avro record of a layout-2 timeline: the
@@ -263,3 +284,18 @@ def jackson_pretty(value, level=0):
             return "[ ]"
         return "[ " + ", ".join(jackson_pretty(v, level) for v in value) + " ]"
     return _scalar(value)
+
+
+def _avro_stat_fields():
+    """The field names of the HoodieWriteStat Avro record."""
+    commit = json.loads(SCHEMAS["HoodieCommitMetadata"])
+    stats = next(f for f in commit["fields"] if f["name"] == "partitionToWriteStats")
+    record = next(t for t in stats["type"] if isinstance(t, dict))["values"]["items"]
+    return {f["name"] for f in record["fields"]}
+
+
+def _avro_value(name, value):
+    """A write stat's JSON value in its Avro field: the runtime stats record with its three figures."""
+    if name == "runtimeStats" and isinstance(value, dict):
+        return {k: value.get(k) for k in ("totalScanTime", "totalCreateTime", "totalUpsertTime")}
+    return value

@@ -1,0 +1,225 @@
+"""Upgrade a version 6 table to version 8 (Hudi 1.0's) or 9 (Hudi 1.1's and 1.2's), as Hudi's upgrade handlers do
+(SevenToEightUpgradeHandler, EightToNineUpgradeHandler), only when asked (`hoodie-stream upgrade PATH --to 8|9`).
+
+What changes:
+- the timeline moves from `.hoodie/` to `.hoodie/timeline/` (timeline layout 2): a completed instant's file takes its
+  completion time into its name (`<instant>_<completion>.<action>`; the completion time is the old file's
+  modification time, as Hudi takes it, and never before the instant itself), commit and delta commit metadata go
+  from JSON to Avro, the other files are copied as they are;
+- hoodie.properties: the table and timeline layout versions, `hoodie.timeline.path`, `hoodie.table.initial.version`
+  (6), the key generator's type, and the merge settings Hudi 1.x derives from the payload class (a merge-on-read
+  table with an ordering field takes event-time ordering, `DefaultHoodieRecordPayload`, as Hudi's upgrade sets it);
+  version 9 also moves the ordering field to `hoodie.table.ordering.fields` and a built-in payload class to
+  `hoodie.table.legacy.payload.class`.
+Data files are not touched.
+
+Hudi rolls back failed writes and compacts every file group before upgrading a merge-on-read table: a version 6 log
+file holds blocks of several delta commits, rolled-back ones included, which Hudi 1.x's readers no longer check
+against the timeline. Here the table must already be so (refused otherwise, naming what to run): no pending instant,
+no log file in a latest file slice. Also refused, naming why: a replace commit (its Avro model is not written here),
+an archived timeline (not converted to Hudi 1.x's LSM history), a metadata table.
+
+Crash safety: the new timeline files are written first (a version 6 reader does not look in `.hoodie/timeline/`),
+then hoodie.properties is changed by Hudi's backup protocol (the switch), then the old timeline files are deleted; a
+run that finds the table already at the version asked deletes what an interrupted run left in `.hoodie/`.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from ...errors import HoodieError
+from ...storage import storage_for
+from ..file_group.fs_view import FileSystemView
+from ..table.config import (
+    HOODIE_DIR,
+    METADATA_TABLE_DIR,
+    TABLE_VERSION,
+    TableConfig,
+    modify_properties,
+)
+from ..timeline.active_timeline import Timeline
+from ..timeline.archived_timeline import archive_files
+from ..timeline.commit_metadata import CommitMetadata
+from ..timeline.instant import COMMIT, COMPLETED, DELTA_COMMIT, REPLACE_COMMIT, Instant
+
+VERSIONS = (8, 9)
+TIMELINE_DIR = f"{HOODIE_DIR}/timeline"
+EVENT_TIME_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
+COMMIT_TIME_STRATEGY = "ce9acb64-bde0-424c-9b91-f6ebba25356d"
+PAYLOAD_STRATEGY = "00000000-0000-0000-0000-000000000000"
+_MODEL = "org.apache.hudi.common.model."
+DEFAULT_PAYLOAD = _MODEL + "DefaultHoodieRecordPayload"
+EVENT_TIME_PAYLOADS = {DEFAULT_PAYLOAD, _MODEL + "EventTimeAvroPayload"}
+OVERWRITE_PAYLOAD = _MODEL + "OverwriteWithLatestAvroPayload"
+# the payload classes version 9 keeps only as `hoodie.table.legacy.payload.class`, and those whose merge it expresses
+# with partial-update modes and merge properties (not read here)
+BUILT_IN_PAYLOADS = {
+    _MODEL + name
+    for name in (
+        "AWSDmsAvroPayload",
+        "DefaultHoodieRecordPayload",
+        "EventTimeAvroPayload",
+        "OverwriteNonDefaultsWithLatestAvroPayload",
+        "OverwriteWithLatestAvroPayload",
+        "PartialUpdateAvroPayload",
+    )
+} | {"org.apache.hudi.common.model.debezium." + n for n in ("MySqlDebeziumAvroPayload", "PostgresDebeziumAvroPayload")}
+NOT_READ_AT_9 = BUILT_IN_PAYLOADS - EVENT_TIME_PAYLOADS - {OVERWRITE_PAYLOAD}
+KEYGEN_TYPES = {
+    "SimpleKeyGenerator": "SIMPLE",
+    "SimpleAvroKeyGenerator": "SIMPLE_AVRO",
+    "ComplexKeyGenerator": "COMPLEX",
+    "ComplexAvroKeyGenerator": "COMPLEX_AVRO",
+    "NonpartitionedKeyGenerator": "NON_PARTITION",
+    "NonpartitionedAvroKeyGenerator": "NON_PARTITION_AVRO",
+    "TimestampBasedKeyGenerator": "TIMESTAMP",
+    "TimestampBasedAvroKeyGenerator": "TIMESTAMP_AVRO",
+    "CustomKeyGenerator": "CUSTOM",
+    "CustomAvroKeyGenerator": "CUSTOM_AVRO",
+    "GlobalDeleteKeyGenerator": "GLOBAL_DELETE",
+}
+
+
+class UpgradeRefused(HoodieError):
+    """The table is not upgraded, and nothing was changed: the message says why and what to do."""
+
+
+def upgrade(path, to: int, storage_options=None) -> dict[str, Any]:
+    """Upgrade the version 6 table at `path` to version `to` (8 or 9); the caller holds the writer lease. Returns
+    what was done: the instants moved, the properties changed, the old files deleted."""
+    if to not in VERSIONS:
+        raise UpgradeRefused(f"a table is upgraded to version 8 or 9, not {to!r}")
+    storage = storage_for(path, storage_options)
+    config = TableConfig.load(storage, read_only=True)
+    if config.version == to:
+        return {"table": storage.uri, "version": to, "instants": 0, "properties": {}, "deleted": _delete_old(storage)}
+    if str(config.version) != TABLE_VERSION:
+        raise UpgradeRefused(f"{storage.uri}: table version {config.version} is not upgraded (only version 6 is)")
+    timeline = Timeline(storage)
+    _check(storage, config, timeline, to)
+    utc = str(config.timeline_timezone).upper() == "UTC"
+    moved = 0
+    for info in storage.list(HOODIE_DIR):
+        inst = Instant.from_file_name(info.name)
+        if inst is None:
+            continue
+        data = storage.read(f"{HOODIE_DIR}/{info.name}")
+        if inst.state == COMPLETED:
+            inst = inst._replace(completion_time=max(_instant_of(info.mtime, utc), inst.timestamp))
+        if inst.action in (COMMIT, DELTA_COMMIT) and data.strip():
+            data = CommitMetadata.from_json(data).to_avro()  # Hudi 1.x's timeline holds commit metadata in Avro
+        storage.write(f"{TIMELINE_DIR}/{inst.file_name}", data)
+        moved += 1
+    updates, deletes = _properties(config, to)
+    modify_properties(storage, updates, deletes)
+    return {
+        "table": storage.uri,
+        "version": to,
+        "instants": moved,
+        "properties": {**updates, **dict.fromkeys(deletes)},
+        "deleted": _delete_old(storage),
+    }
+
+
+def _check(storage, config, timeline, to):
+    pending = timeline.pending()
+    if pending:
+        names = ", ".join(f"{i.timestamp} ({i.action}, {i.state})" for i in pending)
+        raise UpgradeRefused(
+            f"{storage.uri}: pending instants {names}: let them finish (`hoodie-stream compact PATH --run` runs pending "
+            "compactions) or roll them back (`hoodie-stream rollback PATH INSTANT`), then upgrade"
+        )
+    if timeline.completed([REPLACE_COMMIT]):
+        raise UpgradeRefused(f"{storage.uri}: the table has replace commits; their upgrade is not supported")
+    if archive_files(storage, config.props.get("hoodie.archivelog.folder") or "archived"):
+        raise UpgradeRefused(
+            f"{storage.uri}: the table has an archived timeline (.hoodie/archived), which would have to become Hudi "
+            "1.x's LSM history; its upgrade is not supported"
+        )
+    if storage.exists(f"{METADATA_TABLE_DIR}/{HOODIE_DIR}/hoodie.properties"):
+        raise UpgradeRefused(
+            f"{storage.uri}: the table has a metadata table; write to it with a sink or compact it with "
+            "`hoodie-stream compact PATH` (both remove it), then upgrade"
+        )
+    with_logs = [s for s in FileSystemView(storage, timeline).latest_slices() if s.log_files]
+    if with_logs:
+        first = with_logs[0]
+        raise UpgradeRefused(
+            f"{storage.uri}: {len(with_logs)} file group(s) have log files in their latest slice (e.g. "
+            f"{first.partition or '<root>'}/{first.file_id}); compact them first, as Hudi does before an upgrade: "
+            "`hoodie-stream compact PATH`"
+        )
+    payload = config.props.get("hoodie.compaction.payload.class") or ""
+    if to >= 9 and payload in NOT_READ_AT_9:
+        raise UpgradeRefused(
+            f"{storage.uri}: payload class {payload} becomes merge properties or a partial-update mode at version 9, "
+            "which hoodie-stream does not read; upgrade to 8"
+        )
+
+
+def _properties(config, to):
+    """(keys set, keys removed) of hoodie.properties, as Hudi's upgrade handlers change them."""
+    props = config.props
+    ordering = (props.get("hoodie.table.precombine.field") or "").strip()
+    # no payload class: Hudi's default (DefaultHoodieRecordPayload), event-time ordering as version 6 reads it, and
+    # commit-time ordering without an ordering field
+    payload = (props.get("hoodie.compaction.payload.class") or "").strip() or (
+        DEFAULT_PAYLOAD if ordering else OVERWRITE_PAYLOAD
+    )
+    updates = {
+        "hoodie.table.version": "8",
+        "hoodie.timeline.layout.version": "2",
+        "hoodie.timeline.path": "timeline",
+        "hoodie.timeline.history.path": "history",
+        "hoodie.table.initial.version": TABLE_VERSION,
+    }
+    keygen = (props.get("hoodie.table.keygenerator.class") or "").rpartition(".")[2]
+    if keygen:
+        updates["hoodie.table.keygenerator.type"] = KEYGEN_TYPES.get(keygen, "USER_PROVIDED")
+    if payload and payload not in EVENT_TIME_PAYLOADS | {OVERWRITE_PAYLOAD}:
+        mode, strategy = "CUSTOM", PAYLOAD_STRATEGY
+    elif (config.table_type == "MERGE_ON_READ" and ordering) or payload in EVENT_TIME_PAYLOADS:
+        mode, strategy = "EVENT_TIME_ORDERING", EVENT_TIME_STRATEGY
+        payload = (
+            payload if payload in EVENT_TIME_PAYLOADS and config.table_type != "MERGE_ON_READ" else DEFAULT_PAYLOAD
+        )
+    else:
+        mode, strategy, payload = "COMMIT_TIME_ORDERING", COMMIT_TIME_STRATEGY, OVERWRITE_PAYLOAD
+    updates.update(
+        {
+            "hoodie.record.merge.mode": mode,
+            "hoodie.record.merge.strategy.id": strategy,
+            "hoodie.compaction.payload.class": payload,
+        }
+    )
+    deletes: list[str] = []
+    if to >= 9:
+        updates["hoodie.table.version"] = "9"
+        if mode != "CUSTOM":
+            del updates["hoodie.record.merge.strategy.id"]
+            deletes.append("hoodie.record.merge.strategy.id")
+        if payload in BUILT_IN_PAYLOADS:
+            updates["hoodie.table.legacy.payload.class"] = payload
+            del updates["hoodie.compaction.payload.class"]
+            deletes.append("hoodie.compaction.payload.class")
+        if ordering:
+            updates["hoodie.table.ordering.fields"] = ordering
+            deletes.append("hoodie.table.precombine.field")
+    return updates, deletes
+
+
+def _instant_of(mtime: float, utc: bool) -> str:
+    """A modification time as an instant time of the table's timeline time zone (UTC, or the local one)."""
+    dt = datetime.datetime.fromtimestamp(mtime, datetime.timezone.utc if utc else None)
+    return dt.strftime("%Y%m%d%H%M%S") + f"{dt.microsecond // 1000:03d}"
+
+
+def _delete_old(storage) -> int:
+    """Delete the layout-1 timeline files left in `.hoodie/` (the upgraded table's timeline is in
+    `.hoodie/timeline/`); returns how many."""
+    old = [f"{HOODIE_DIR}/{info.name}" for info in storage.list(HOODIE_DIR) if Instant.from_file_name(info.name)]
+    for path in old:
+        storage.delete(path)
+    return len(old)

@@ -1,0 +1,134 @@
+"""`hoodie-stream upgrade PATH --to 8|9` (format/write/upgrade.py) on real version 6 tables: the upgraded table reads
+as it read before, through HoodieTable and hudi-rs, for every query type; its timeline and hoodie.properties are
+Hudi 1.x's; what is not upgraded is refused, naming why, with the table left as it was; an interrupted upgrade is
+finished by the next run. (Apache Hudi 1.2 reads tables the sink wrote and this command upgraded in
+tests/test_java_hudi_versions.py.)"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from hoodie_stream import HoodieTable
+from hoodie_stream.__main__ import main
+from hoodie_stream.errors import HoodieError
+from hoodie_stream.format.avro.models import read_container
+from hoodie_stream.format.table import config as table_config
+from hoodie_stream.format.timeline.instant import Instant
+from hoodie_stream.format.write import upgrade as upgrades
+from oracle import assert_same_rows, rs_read
+
+COW = ["sample-cow-v6_complexkeygen_hivestyle", "sample-cow-v6_simplekeygen_nonhivestyle"]
+TRIPS = "trips-mor-avro-v6_trips_8i3d"
+
+
+def reads(table):
+    """Every query type's answer, keyed by the query (the instants are the same before and after the upgrade)."""
+    commits = [i.timestamp for i in table.timeline.commits_timeline()]
+    out = {"snapshot": table.read(), "read_optimized": table.read("read_optimized")}
+    for ts in commits:
+        out[f"as of {ts}"] = table.read(as_of=ts)
+    if table.meta_fields:
+        out["incremental"] = table.read("incremental")
+    return out
+
+
+def files_of(base):
+    return sorted(os.path.relpath(os.path.join(d, f), base) for d, _, fs in os.walk(base) for f in fs)
+
+
+@pytest.mark.parametrize("to", [8, 9])
+@pytest.mark.parametrize("name", COW)
+def test_an_upgraded_table_reads_as_before(fixture_table, capsys, name, to):
+    base = fixture_table(name)
+    before = reads(HoodieTable(base))
+    data_files = [f for f in files_of(base) if not f.startswith(".hoodie")]
+    assert main(["upgrade", str(base), "--to", str(to)]) == 0
+    assert f"upgraded to table version {to}" in capsys.readouterr().out
+    table = HoodieTable(base)
+    assert table.config.version == to and table.timeline.layout == 2
+    assert [f for f in files_of(base) if not f.startswith(".hoodie")] == data_files  # data files untouched
+    assert not [f for f in os.listdir(base / ".hoodie") if Instant.from_file_name(f)], "old timeline files left"
+    after = reads(table)
+    assert after.keys() == before.keys()
+    for query, rows in before.items():
+        assert_same_rows(after[query], rows, context=f"{name} {query} after the upgrade to {to}")
+    assert_same_rows(after["snapshot"], rs_read(base), context="hudi-rs")
+    for inst in table.timeline.commits_timeline():
+        assert inst.completion_time >= inst.timestamp
+        raw = (base / ".hoodie" / "timeline" / inst.file_name).read_bytes()
+        assert raw.startswith(b"Obj\x01") and read_container(raw)["operationType"]  # Avro, as Hudi 1.x writes it
+    props = table.config.props
+    assert props["hoodie.timeline.layout.version"] == "2" and props["hoodie.table.initial.version"] == "6"
+    assert props["hoodie.record.merge.mode"] == "EVENT_TIME_ORDERING"  # an ordering field, Hudi's default payload
+    assert props["hoodie.table.keygenerator.type"] in ("COMPLEX", "SIMPLE")
+    if to == 9:
+        assert "hoodie.table.precombine.field" not in props and props["hoodie.table.ordering.fields"]
+        assert "hoodie.compaction.payload.class" not in props and "hoodie.record.merge.strategy.id" not in props
+        assert props["hoodie.table.legacy.payload.class"].endswith("DefaultHoodieRecordPayload")
+    else:
+        assert props["hoodie.record.merge.strategy.id"] == upgrades.EVENT_TIME_STRATEGY
+    # again: nothing to do
+    assert main(["upgrade", str(base), "--to", str(to), "--json"]) == 0
+    assert '"instants": 0' in capsys.readouterr().out
+
+
+def test_an_interrupted_upgrade_leaves_a_readable_table_and_the_next_run_finishes_it(fixture_table, monkeypatch):
+    base = fixture_table(COW[0])
+    before = HoodieTable(base).read()
+
+    def crash(*_args, **_kwargs):
+        raise OSError("killed")
+
+    monkeypatch.setattr(upgrades, "modify_properties", crash)  # killed after the new timeline, before the switch
+    with pytest.raises(OSError):
+        upgrades.upgrade(str(base), 8)
+    table = HoodieTable(base)
+    assert table.config.version == 6 and len(table.timeline.commits_timeline()) == 2
+    assert_same_rows(table.read(), before, context="after the crash")
+    monkeypatch.setattr(upgrades, "modify_properties", table_config.modify_properties)
+    monkeypatch.setattr(upgrades, "_delete_old", lambda storage: crash())  # killed after the switch
+    with pytest.raises(OSError):
+        upgrades.upgrade(str(base), 8)
+    assert HoodieTable(base).config.version == 8
+    assert_same_rows(HoodieTable(base).read(), before, context="switched, old files left")
+    monkeypatch.undo()
+    result = upgrades.upgrade(str(base), 8)
+    assert result["instants"] == 0 and result["deleted"] == 6
+    assert_same_rows(HoodieTable(base).read(), before, context="finished")
+
+
+@pytest.mark.parametrize(
+    ("name", "damage", "why"),
+    [
+        (TRIPS, None, "log files in their latest slice"),
+        (COW[0], "pending", "pending instants"),
+        ("sample-cow-v6_simplekeygen_nonhivestyle_overwritetable", None, "replace commits"),
+        (COW[0], "archived", "archived timeline"),
+        ("trips-mor-avro-v8_trips_8i3u1d", None, "table version 8 is not upgraded"),
+    ],
+)
+def test_what_is_not_upgraded_is_refused_and_left_as_it_was(fixture_table, name, damage, why):
+    base = fixture_table(name)
+    if damage == "pending":
+        (base / ".hoodie" / "29990101000000000.commit.requested").write_bytes(b"")
+    if damage == "archived":
+        (base / ".hoodie" / "archived").mkdir(exist_ok=True)
+        (base / ".hoodie" / "archived" / ".commits_.archive.1_1-0-1").write_bytes(b"")
+    files = {f: (base / f).read_bytes() for f in files_of(base)}
+    to = 9 if "v8" in name else 8
+    with pytest.raises(HoodieError, match=why):
+        upgrades.upgrade(str(base), to)
+    assert {f: (base / f).read_bytes() for f in files_of(base)} == files
+
+
+def test_a_payload_version_9_expresses_with_merge_properties_is_refused_at_9_not_at_8(fixture_table):
+    base = fixture_table(COW[0])
+    table_config.modify_properties(
+        base, {"hoodie.compaction.payload.class": "org.apache.hudi.common.model.PartialUpdateAvroPayload"}
+    )
+    with pytest.raises(HoodieError, match="PartialUpdateAvroPayload .* upgrade to 8"):
+        upgrades.upgrade(str(base), 9)
+    upgrades.upgrade(str(base), 8)
+    assert HoodieTable(base).config.props["hoodie.record.merge.mode"] == "CUSTOM"
