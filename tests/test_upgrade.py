@@ -132,3 +132,50 @@ def test_a_payload_version_9_expresses_with_merge_properties_is_refused_at_9_not
         upgrades.upgrade(str(base), 9)
     upgrades.upgrade(str(base), 8)
     assert HoodieTable(base).config.props["hoodie.record.merge.mode"] == "CUSTOM"
+
+
+def test_sigkill_at_random_moments_of_an_upgrade_then_run_it_again(fixture_table, tmp_path):
+    """The command killed (SIGKILL) at seeded random moments of its work, on fresh copies of a table: watched from
+    outside, from the moment its first file appears in `.hoodie/timeline/` to its end (measured on a first run).
+    After each kill the table reads as before (at version 6 or 8, whichever the kill left), and running the command
+    again finishes the upgrade."""
+    import random
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    source = fixture_table(COW[1])
+    expected = HoodieTable(source).read()
+
+    def start(base):
+        command = [sys.executable, "-m", "hoodie_stream", "upgrade", str(base), "--to", "8"]
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while not (base / ".hoodie" / "timeline").exists() and proc.poll() is None:
+            assert time.monotonic() < deadline
+        return proc, time.monotonic()
+
+    proc, began = start(shutil.copytree(source, tmp_path / "timed"))
+    assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    work = time.monotonic() - began
+    rng = random.Random(20261129)
+    seen = set()
+    for i in range(10):
+        base = shutil.copytree(source, tmp_path / f"copy-{i}")
+        proc, began = start(base)
+        time.sleep(max(0.0, began + rng.uniform(0, work) - time.monotonic()))
+        proc.send_signal(signal.SIGKILL)
+        finished = proc.wait(timeout=120) == 0
+        table = HoodieTable(base)
+        old_left = bool(list((base / ".hoodie").glob("*.commit")))
+        seen.add((finished, table.config.version, old_left))
+        assert_same_rows(table.read(), expected, context=f"killed run {i}: {seen}")
+        assert (
+            subprocess.run([sys.executable, "-m", "hoodie_stream", "upgrade", str(base), "--to", "8"]).returncode == 0
+        )
+        table = HoodieTable(base)
+        assert table.config.version == 8 and not list((base / ".hoodie").glob("*.commit")), f"run {i}"
+        assert_same_rows(table.read(), expected, context=f"run {i} finished")
+    assert (False, 6, True) in seen, f"no kill landed before the switch: {seen}"
