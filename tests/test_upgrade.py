@@ -179,3 +179,19 @@ def test_sigkill_at_random_moments_of_an_upgrade_then_run_it_again(fixture_table
         assert table.config.version == 8 and not list((base / ".hoodie").glob("*.commit")), f"run {i}"
         assert_same_rows(table.read(), expected, context=f"run {i} finished")
     assert (False, 6, True) in seen, f"no kill landed before the switch: {seen}"
+
+
+def test_an_upgrade_on_the_s3_server_with_the_process_caches_on(fixture_table, s3_server, shared):
+    """On an object store the process caches the timeline and the listings (`shared`: on for this test as for
+    object stores): read before, upgraded, read again in the same process: the upgraded table, as hudi-rs reads it."""
+    from locations import Location
+
+    local = Location(str(fixture_table(COW[0])))
+    s3 = local.copy_to(Location(s3_server.new_table_uri("up"), s3_server.options(), "s3"))
+    before = HoodieTable(s3.uri, s3.options).read()
+    result = upgrades.upgrade(s3.uri, 9, s3.options)
+    assert result["instants"] == 6 and result["deleted"] == 6
+    table = HoodieTable(s3.uri, s3.options)
+    assert table.config.version == 9 and table.timeline.layout == 2 and len(table.timeline.commits_timeline()) == 2
+    assert_same_rows(table.read(), before, context="s3 upgraded")
+    assert_same_rows(table.read(), rs_read(s3.uri, storage_options=s3.options), context="s3 upgraded vs hudi-rs")

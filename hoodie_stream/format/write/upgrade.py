@@ -31,6 +31,7 @@ from typing import Any
 
 from ...errors import HoodieError
 from ...storage import storage_for
+from ..file_group import fs_view
 from ..file_group.fs_view import FileSystemView
 from ..table.config import (
     HOODIE_DIR,
@@ -39,6 +40,7 @@ from ..table.config import (
     TableConfig,
     modify_properties,
 )
+from ..timeline import active_timeline
 from ..timeline.active_timeline import Timeline
 from ..timeline.archived_timeline import archive_files
 from ..timeline.commit_metadata import CommitMetadata
@@ -114,6 +116,8 @@ def upgrade(path, to: int, storage_options=None) -> dict[str, Any]:
         moved += 1
     updates, deletes = _properties(config, to)
     modify_properties(storage, updates, deletes)
+    active_timeline.invalidate(storage.uri)  # this process's caches of the table: its timeline moved
+    fs_view.invalidate(storage.uri)
     return {
         "table": storage.uri,
         "version": to,
