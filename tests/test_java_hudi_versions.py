@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 import java_hudi as jh
+import test_java_hudi_writes as writes
 from hoodie_stream import HoodieStreamSink, HoodieTable
 from hoodie_stream.errors import HoodieError
 from hoodie_stream.format.timeline.instant import instant_to_datetime
@@ -33,18 +34,18 @@ COLUMNS = sorted(META + ["id", "ts", "city", "v"])
 
 
 def hudi_options(name: str, version: str) -> dict[str, str]:
-    return {
-        "hoodie.table.name": name,
-        "hoodie.datasource.write.table.type": "MERGE_ON_READ",
-        "hoodie.datasource.write.recordkey.field": "id",
-        "hoodie.datasource.write.precombine.field": "ts",
-        "hoodie.datasource.write.partitionpath.field": "city",
-        "hoodie.upsert.shuffle.parallelism": "2",
-        "hoodie.insert.shuffle.parallelism": "2",
-        "hoodie.write.table.version": version,
-        "hoodie.compact.inline": "true",
-        "hoodie.compact.inline.max.delta.commits": "2",
-    }
+    """Hudi 1.2's writer options of test_java_hudi_writes (Hudi's index), at table version `version`, with an
+    inline compaction every 2 delta commits."""
+    return writes.hudi_options(
+        "1.2.0",
+        name,
+        global_index=False,
+        **{
+            "hoodie.write.table.version": version,
+            "hoodie.compact.inline": "true",
+            "hoodie.compact.inline.max.delta.commits": "2",
+        },
+    )
 
 
 def batch(rows, deletes=()):
