@@ -363,3 +363,22 @@ def test_compact_date_string_and_month_names():
     }
     t = pa.table({"id": [1, 2], "d": ["2023040112", "05 Jan 2024"]})
     assert make_key_generator(props).partition_paths(t).to_pylist() == ["2023-04-01T07 Apr", "2024-01-04T19 Jan"]
+
+
+@pytest.mark.parametrize(
+    ("class_name", "kind"),
+    [
+        ("org.apache.hudi.keygen.SimpleKeyGenerator", "SIMPLE"),
+        ("org.apache.hudi.keygen.SimpleAvroKeyGenerator", "SIMPLE_AVRO"),
+        ("org.apache.hudi.keygen.ComplexKeyGenerator", "COMPLEX"),
+        ("org.apache.hudi.keygen.NonpartitionedKeyGenerator", "NON_PARTITION"),
+        ("org.apache.hudi.keygen.TimestampBasedAvroKeyGenerator", "TIMESTAMP_AVRO"),
+        ("org.apache.hudi.keygen.CustomKeyGenerator", "CUSTOM"),
+        ("org.apache.hudi.keygen.GlobalDeleteKeyGenerator", "GLOBAL_DELETE"),
+        ("com.example.MyKeyGenerator", "USER_PROVIDED"),
+    ],
+)
+def test_key_generator_type_as_hudi_1x_records_it(class_name, kind):
+    from hoodie_stream.format.record.keygen import key_generator_type
+
+    assert key_generator_type(class_name) == kind

@@ -19,7 +19,7 @@ from ..file_group.fs_view import FileSlice, FileSystemView
 from ..log_file.scanner import slice_versions
 from ..record.keygen import KeyGenerator, make_key_generator
 from ..record.merge import COMMIT_TIME_ORDERING, KEY, Version, merge, merge_mode
-from ..table.config import TableConfig
+from ..table.config import TableConfig, timeline_layout
 from ..timeline.active_timeline import Timeline
 from ..timeline.archived_timeline import ARCHIVE_FOLDER, ArchivedTimeline
 from ..timeline.instant import parse_instant_time
@@ -50,7 +50,7 @@ class TableReader:
         self.storage = storage_for(path, storage_options)
         self.path = self.storage.uri
         self.config = TableConfig.load(self.storage, read_only=True)
-        self.timeline = Timeline(self.storage)
+        self.timeline = Timeline(self.storage, timeline_layout(self.config.props))
         self._keygen: KeyGenerator | None = None
 
     @property

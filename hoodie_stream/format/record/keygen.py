@@ -430,6 +430,16 @@ _CLASSES = {
 }
 
 
+def key_generator_type(class_name):
+    """Hudi 1.x's `hoodie.table.keygenerator.type` of a key generator class (KeyGeneratorType): the kind, `_AVRO`
+    for the Avro classes, USER_PROVIDED for a class Hudi does not ship."""
+    name = class_name.rsplit(".", 1)[-1]
+    kind = {"CustomKeyGenerator": "CUSTOM", "CustomAvroKeyGenerator": "CUSTOM"}.get(name) or _CLASSES.get(name)
+    if kind is None:
+        return "USER_PROVIDED"
+    return f"{kind}_AVRO" if "Avro" in name and kind != "GLOBAL_DELETE" else kind
+
+
 def make_key_generator(props):
     """Key generator from hoodie.properties-style props (or writer options, or an object with .props)."""
     props = getattr(props, "props", props)

@@ -66,11 +66,16 @@ def timeline_props(storage):
     for path in (PROPERTIES_PATH, BACKUP_PATH):
         props, _reason = _read(storage, path)
         if props is not None:
-            layout = int((props.get("hoodie.timeline.layout.version") or "1").strip() or 1)
-            if layout >= 2:
-                return layout, f"{HOODIE_DIR}/{(props.get('hoodie.timeline.path') or 'timeline').strip('/')}"
-            return layout, HOODIE_DIR
+            return timeline_layout(props)
     return 1, HOODIE_DIR
+
+
+def timeline_layout(props):
+    """(timeline layout version, timeline directory relative to the root) of hoodie.properties-style props."""
+    layout = int((props.get("hoodie.timeline.layout.version") or "1").strip() or 1)
+    if layout >= 2:
+        return layout, f"{HOODIE_DIR}/{(props.get('hoodie.timeline.path') or 'timeline').strip('/')}"
+    return layout, HOODIE_DIR
 
 
 def _parse(data):

@@ -157,16 +157,20 @@ class Timeline:
     A completed compaction shows as Instant(T, "commit", "completed"); a pending one as action "compaction".
     """
 
-    def __init__(self, storage):
+    def __init__(self, storage, layout=None):
+        """`layout`: (timeline layout version, timeline directory) when the caller has read hoodie.properties
+        (`table.config.timeline_layout`); else read from it here."""
         self.storage = storage_for(storage)
         self.hoodie_dir = self.storage.uri_of(HOODIE_DIR)
         self.instants = []
         self._snapshot = _shared_for(self.storage)
         if self._snapshot is None:
-            self.layout, self.dir = timeline_props(self.storage)
-        else:
+            self.layout, self.dir = layout or timeline_props(self.storage)
+        else:  # the shared snapshot parses its file names by the layout too (`window_start`)
             with self._snapshot.lock:
-                if self._snapshot.layout is None:
+                if layout is not None:
+                    self._snapshot.layout = tuple(layout)
+                elif self._snapshot.layout is None:
                     self._snapshot.layout = timeline_props(self.storage)
                 self.layout, self.dir = self._snapshot.layout
         self.reload(must_exist=True)

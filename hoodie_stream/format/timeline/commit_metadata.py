@@ -1,6 +1,7 @@
 """HoodieCommitMetadata / HoodieWriteStat JSON, as Hudi's Jackson writer prints it."""
 
 import dataclasses
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -286,6 +287,7 @@ def jackson_pretty(value, level=0):
     return _scalar(value)
 
 
+@functools.cache
 def _avro_stat_fields():
     """The field names of the HoodieWriteStat Avro record."""
     commit = json.loads(SCHEMAS["HoodieCommitMetadata"])

@@ -33,8 +33,11 @@ from ...errors import HoodieError
 from ...storage import storage_for
 from ..file_group import fs_view
 from ..file_group.fs_view import FileSystemView
+from ..record.keygen import key_generator_type
+from ..record.merge import COMMIT_TIME_ORDERING, EVENT_TIME_ORDERING
 from ..table.config import (
     HOODIE_DIR,
+    MERGER_STRATEGY_ID,
     METADATA_TABLE_DIR,
     TABLE_VERSION,
     TableConfig,
@@ -42,13 +45,13 @@ from ..table.config import (
 )
 from ..timeline import active_timeline
 from ..timeline.active_timeline import Timeline
-from ..timeline.archived_timeline import archive_files
+from ..timeline.archived_timeline import archive_files, state_transition_time
 from ..timeline.commit_metadata import CommitMetadata
-from ..timeline.instant import COMMIT, COMPLETED, DELTA_COMMIT, REPLACE_COMMIT, Instant
+from ..timeline.instant import COMMIT, COMPLETED, DELTA_COMMIT, REPLACE_COMMIT, Instant, format_instant
 
 VERSIONS = (8, 9)
 TIMELINE_DIR = f"{HOODIE_DIR}/timeline"
-EVENT_TIME_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
+EVENT_TIME_STRATEGY = MERGER_STRATEGY_ID  # what version 6 tables the sink creates record already
 COMMIT_TIME_STRATEGY = "ce9acb64-bde0-424c-9b91-f6ebba25356d"
 PAYLOAD_STRATEGY = "00000000-0000-0000-0000-000000000000"
 _MODEL = "org.apache.hudi.common.model."
@@ -69,19 +72,6 @@ BUILT_IN_PAYLOADS = {
     )
 } | {"org.apache.hudi.common.model.debezium." + n for n in ("MySqlDebeziumAvroPayload", "PostgresDebeziumAvroPayload")}
 NOT_READ_AT_9 = BUILT_IN_PAYLOADS - EVENT_TIME_PAYLOADS - {OVERWRITE_PAYLOAD}
-KEYGEN_TYPES = {
-    "SimpleKeyGenerator": "SIMPLE",
-    "SimpleAvroKeyGenerator": "SIMPLE_AVRO",
-    "ComplexKeyGenerator": "COMPLEX",
-    "ComplexAvroKeyGenerator": "COMPLEX_AVRO",
-    "NonpartitionedKeyGenerator": "NON_PARTITION",
-    "NonpartitionedAvroKeyGenerator": "NON_PARTITION_AVRO",
-    "TimestampBasedKeyGenerator": "TIMESTAMP",
-    "TimestampBasedAvroKeyGenerator": "TIMESTAMP_AVRO",
-    "CustomKeyGenerator": "CUSTOM",
-    "CustomAvroKeyGenerator": "CUSTOM_AVRO",
-    "GlobalDeleteKeyGenerator": "GLOBAL_DELETE",
-}
 
 
 class UpgradeRefused(HoodieError):
@@ -109,7 +99,12 @@ def upgrade(path, to: int, storage_options=None) -> dict[str, Any]:
             continue
         data = storage.read(f"{HOODIE_DIR}/{info.name}")
         if inst.state == COMPLETED:
-            inst = inst._replace(completion_time=max(_instant_of(info.mtime, utc), inst.timestamp))
+            done = (
+                format_instant(datetime.datetime.fromtimestamp(info.mtime, datetime.timezone.utc))
+                if utc
+                else state_transition_time(info.mtime)  # the local time zone's, as Hudi formats a modification time
+            )
+            inst = inst._replace(completion_time=max(done, inst.timestamp))
         if inst.action in (COMMIT, DELTA_COMMIT) and data.strip():
             data = CommitMetadata.from_json(data).to_avro()  # Hudi 1.x's timeline holds commit metadata in Avro
         storage.write(f"{TIMELINE_DIR}/{inst.file_name}", data)
@@ -179,18 +174,18 @@ def _properties(config, to):
         "hoodie.timeline.history.path": "history",
         "hoodie.table.initial.version": TABLE_VERSION,
     }
-    keygen = (props.get("hoodie.table.keygenerator.class") or "").rpartition(".")[2]
+    keygen = (props.get("hoodie.table.keygenerator.class") or "").strip()
     if keygen:
-        updates["hoodie.table.keygenerator.type"] = KEYGEN_TYPES.get(keygen, "USER_PROVIDED")
+        updates["hoodie.table.keygenerator.type"] = key_generator_type(keygen)
     if payload and payload not in EVENT_TIME_PAYLOADS | {OVERWRITE_PAYLOAD}:
         mode, strategy = "CUSTOM", PAYLOAD_STRATEGY
     elif (config.table_type == "MERGE_ON_READ" and ordering) or payload in EVENT_TIME_PAYLOADS:
-        mode, strategy = "EVENT_TIME_ORDERING", EVENT_TIME_STRATEGY
+        mode, strategy = EVENT_TIME_ORDERING, EVENT_TIME_STRATEGY
         payload = (
             payload if payload in EVENT_TIME_PAYLOADS and config.table_type != "MERGE_ON_READ" else DEFAULT_PAYLOAD
         )
     else:
-        mode, strategy, payload = "COMMIT_TIME_ORDERING", COMMIT_TIME_STRATEGY, OVERWRITE_PAYLOAD
+        mode, strategy, payload = COMMIT_TIME_ORDERING, COMMIT_TIME_STRATEGY, OVERWRITE_PAYLOAD
     updates.update(
         {
             "hoodie.record.merge.mode": mode,
@@ -212,12 +207,6 @@ def _properties(config, to):
             updates["hoodie.table.ordering.fields"] = ordering
             deletes.append("hoodie.table.precombine.field")
     return updates, deletes
-
-
-def _instant_of(mtime: float, utc: bool) -> str:
-    """A modification time as an instant time of the table's timeline time zone (UTC, or the local one)."""
-    dt = datetime.datetime.fromtimestamp(mtime, datetime.timezone.utc if utc else None)
-    return dt.strftime("%Y%m%d%H%M%S") + f"{dt.microsecond // 1000:03d}"
 
 
 def _delete_old(storage) -> int:

@@ -26,7 +26,7 @@ from ..cdc.query import table_logging_mode
 from ..file_group.file_names import new_file_id
 from ..record.keygen import make_key_generator
 from ..record.partition_path import check_partition_path
-from ..table.config import TableConfig
+from ..table.config import TableConfig, timeline_layout
 from ..table.markers import delete_markers
 from ..table.partition_metadata import write_partition_metadata
 from ..timeline.active_timeline import Timeline
@@ -78,7 +78,7 @@ class HoodieWriter:
         self.path = self.storage.uri
         self.config = TableConfig.load(self.storage)
         self.config.check_writable()
-        self.timeline = Timeline(self.storage)
+        self.timeline = Timeline(self.storage, timeline_layout(self.config.props))
         self.key_generator = make_key_generator(self.config.props)
 
     @classmethod
