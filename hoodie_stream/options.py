@@ -202,6 +202,14 @@ def parquet_codec(key: str, raw: str) -> str:
     return value
 
 
+def table_version(key: str, raw: str) -> int:
+    """A table version written here: 6 (Hudi 0.14/0.15), 8 (Hudi 1.0) or 9 (Hudi 1.1, 1.2)."""
+    value = raw.strip()
+    if value not in ("6", "8", "9"):
+        raise _invalid(key, raw, "6, 8 or 9 (the table versions of Hudi 0.14/0.15, 1.0 and 1.1/1.2)")
+    return int(value)
+
+
 def only(required: bool, reason: str) -> Parser:
     """A boolean the sink supports with one value only."""
 
@@ -382,6 +390,14 @@ class SinkOptions:
         "hoodie.datasource.write.keygenerator.consistent.logical.timestamp.enabled", "false", boolean
     )
     payload_class: str | None = option("hoodie.datasource.write.payload.class", None, text)
+    write_table_version: int | None = option(
+        "hoodie.write.table.version",
+        None,
+        table_version,
+        "6, 8 or 9: the version a new table is created at (default 6); a table at a lower version is upgraded to it "
+        "(after a compaction of every file group with log files, as Hudi upgrades); unset, a table is written at its "
+        "own version",
+    )
     partial_update_mode: str = option(
         "hoodie.write.partial.update.mode",
         "NONE",

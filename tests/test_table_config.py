@@ -44,11 +44,8 @@ def test_load_v6_fixtures(fixture_table, name):
 
 
 @pytest.mark.parametrize("name", V8)
-def test_v8_is_read_not_written(fixture_table, name):
-    base = fixture_table(name)
-    with pytest.raises(HoodieTableError, match="table version 8 .* read, not written"):
-        TableConfig.load(base)
-    cfg = TableConfig.load(base, read_only=True)
+def test_v8_loads(fixture_table, name):
+    cfg = TableConfig.load(fixture_table(name))
     assert cfg.version == 8 and cfg.props["hoodie.timeline.layout.version"] == "2"
 
 
@@ -57,7 +54,7 @@ def test_a_layout_that_does_not_go_with_the_version_is_refused(fixture_table):
     path = base / ".hoodie" / "hoodie.properties"
     path.write_text(path.read_text().replace("hoodie.timeline.layout.version=2", "hoodie.timeline.layout.version=1"))
     with pytest.raises(HoodieTableError, match="timeline layout version 1 does not go with table version 8"):
-        TableConfig.load(base, read_only=True)
+        TableConfig.load(base)
 
 
 def test_escaping_like_java():

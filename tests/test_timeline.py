@@ -101,10 +101,6 @@ def test_layout_2_fixture_timelines(fixture_table, name):
         if "-mor-" in name:  # a merge-on-read table's commits are its compactions
             assert meta.is_compaction == (inst.action == "commit"), meta
         assert all(s.file_id for s in meta.all_write_stats())
-    with pytest.raises(HoodieTimelineError, match="read, not written"):
-        tl.create_new("deltacommit")
-    with pytest.raises(HoodieTimelineError, match="read, not written"):
-        tl.delete_files([f for f in files if f.endswith(".requested")][:1])
     from hoodie_stream import HoodieTable
 
     commits = HoodieTable(base).commits()  # the notebook's and the command line's view: times from the names
@@ -221,3 +217,51 @@ def test_delete_completed_when_asked(tmp_path):
     tl.complete(t, "deltacommit", b"{}")
     assert len(tl.delete_instant_files(t, "deltacommit", only_pending=False)) == 3
     assert tl.instants == []
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_layout_2_transitions(tmp_path, monkeypatch, shared):
+    """Layout 2 (table versions 8, 9) written as Hudi 1.x writes it: files in .hoodie/timeline/, every state's file
+    kept, a completed instant named `T_C.<action>` with a completion time after every time on the timeline, commit
+    metadata in Avro; with and without the process's shared timeline snapshot (object stores)."""
+    from hoodie_stream.format.avro.models import read_container
+    from hoodie_stream.format.timeline import active_timeline
+    from hoodie_stream.format.timeline.commit_metadata import CommitMetadata
+
+    monkeypatch.setattr(active_timeline, "SHARED", shared)
+    active_timeline.invalidate()
+    (tmp_path / ".hoodie" / "timeline").mkdir(parents=True)
+    tl = Timeline(tmp_path, layout=(2, ".hoodie/timeline"))
+    t1 = tl.create_new("deltacommit")
+    tl.transition_to_inflight(t1, "deltacommit", CommitMetadata({}, False, {}, "UPSERT", None))
+    tl.complete(t1, "deltacommit", CommitMetadata({}, False, {"checkpoint": "7"}, "UPSERT", None))
+    done = tl.get(t1)
+    assert done.state == "completed" and done.completion_time > t1
+    names = sorted(os.listdir(tmp_path / ".hoodie" / "timeline"))
+    assert names == [
+        f"{t1}.deltacommit.inflight",
+        f"{t1}.deltacommit.requested",
+        f"{t1}_{done.completion_time}.deltacommit",
+    ]
+    data = (tmp_path / ".hoodie" / "timeline" / names[-1]).read_bytes()
+    assert data.startswith(b"Obj\x01") and read_container(data)["extraMetadata"] == {"checkpoint": "7"}
+    assert tl.read_commit_metadata(t1).extra_metadata == {"checkpoint": "7"}
+    with pytest.raises(HoodieTimelineError, match="already completed"):
+        tl.complete(t1, "deltacommit", b"")
+    with pytest.raises(HoodieTimelineError, match="completed"):
+        tl.delete_instant_files(t1, "deltacommit")
+    # a compaction completes as T_C.commit; its completion comes after the delta commit's
+    t2 = tl.create_new("compaction", b"plan")
+    assert t2 > done.completion_time
+    tl.transition_to_inflight(t2, "compaction")
+    tl.revert_to_requested(t2, "compaction")
+    assert tl.get(t2).state == "requested"
+    tl.transition_to_inflight(t2, "compaction")
+    tl.complete(t2, "compaction", CommitMetadata({}, True, {}, "COMPACT", None))
+    compacted = tl.get(t2)
+    assert compacted.action == "commit" and compacted.completion_time > done.completion_time
+    assert (tmp_path / ".hoodie" / "timeline" / f"{t2}_{compacted.completion_time}.commit").exists()
+    assert tl.read_commit_metadata(t2).compacted
+    assert len(tl.delete_instant_files(t1, "deltacommit", only_pending=False)) == 3
+    assert Timeline(tmp_path, layout=(2, ".hoodie/timeline")).instants == [compacted]
+    assert not list((tmp_path / ".hoodie").glob("*.deltacommit*"))

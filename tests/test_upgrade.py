@@ -15,6 +15,7 @@ from hoodie_stream.__main__ import main
 from hoodie_stream.errors import HoodieError
 from hoodie_stream.format.avro.models import read_container
 from hoodie_stream.format.table import config as table_config
+from hoodie_stream.format.table import versions
 from hoodie_stream.format.timeline.instant import Instant
 from hoodie_stream.format.write import upgrade as upgrades
 from oracle import assert_same_rows, rs_read
@@ -68,7 +69,7 @@ def test_an_upgraded_table_reads_as_before(fixture_table, capsys, name, to):
         assert "hoodie.compaction.payload.class" not in props and "hoodie.record.merge.strategy.id" not in props
         assert props["hoodie.table.legacy.payload.class"].endswith("DefaultHoodieRecordPayload")
     else:
-        assert props["hoodie.record.merge.strategy.id"] == upgrades.EVENT_TIME_STRATEGY
+        assert props["hoodie.record.merge.strategy.id"] == versions.EVENT_TIME_STRATEGY
     # again: nothing to do
     assert main(["upgrade", str(base), "--to", str(to), "--json"]) == 0
     assert '"instants": 0' in capsys.readouterr().out

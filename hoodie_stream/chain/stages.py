@@ -46,6 +46,9 @@ class BatchContext:
     ordering_field: str | None  # the table's ordering (precombine) field, None without one
     data_columns: tuple[str, ...]  # the micro-batch's columns, as written to the table
     release_memory: bool = True  # hoodie.stream.worker.memory.release (chain/worker_memory.py)
+    # hoodie.table.version: how log files are named (format/write/write_handles.py), where the timeline is
+    table_version: int = 6
+    timeline_dir: str = ".hoodie"  # the timeline's directory relative to the root (`table.config.timeline_layout`)
 
 
 @dataclass(frozen=True)

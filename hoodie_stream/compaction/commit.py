@@ -68,6 +68,6 @@ def commit_compaction(storage, timeline, instant, plan, stats):
     _remove_new_files(storage, instant, plan, keep={s.path for s in stats})
     schema = json.dumps(HoodieTable(storage).avro_schema(), separators=(",", ":"))
     meta = CommitMetadata(by_partition, True, {"schema": schema}, "COMPACT", None)
-    timeline.complete(instant, "compaction", meta.to_json())
+    timeline.complete(instant, "compaction", meta)
     delete_markers(storage, instant)
     timeline.reload()

@@ -46,7 +46,16 @@ def run_bulk_insert(df, writer, txn, options, tasks, committed=None):
     o = options
     mode, ordering = merge_mode(writer.config.props)
     props = dict(writer.config.props)
-    context = BatchContext(writer.storage, txn.instant, "bulk_insert", ordering, tuple(df.columns), o.release_memory)
+    context = BatchContext(
+        writer.storage,
+        txn.instant,
+        "bulk_insert",
+        ordering,
+        tuple(df.columns),
+        o.release_memory,
+        writer.config.version,
+        writer.timeline.dir,
+    )
     record_size = average_record_size(recent_write_commits(writer.timeline), o.record_size_estimate)
     event_time = mode == "EVENT_TIME_ORDERING" and bool(ordering)
     routed, sort_columns, key_columns = _routed(df, context, props, o.key_groups, tasks, event_time, o.global_index)

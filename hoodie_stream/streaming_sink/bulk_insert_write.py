@@ -424,6 +424,7 @@ class BaseFiles:
                 token=self.token,
                 task_id=self.task,
                 base_file=name,
+                table_version=self.context.table_version,
             )
             if stat is not None:
                 stats.append(stat)

@@ -53,6 +53,7 @@ from .batch_metrics import BatchMetrics, log_batch
 from .bulk_insert import run_bulk_insert
 from .key_by import KeyBy, keyed_schema
 from .stage_times import ChainJobs
+from .table_upgrade import upgrade_to_asked
 from .write_function import RESULT_SCHEMA, StreamWriteFunction
 
 if TYPE_CHECKING:
@@ -245,7 +246,7 @@ class HoodieStreamSink:
         check_worker_python(spark)
         self._check_columns(df)
         batch_arrow = _arrow_schema(df.schema)
-        writer = self._open_or_create(batch_arrow)
+        writer = self._open_or_create(batch_arrow, spark)
         # a delete batch needs only the key (and partition) columns: nothing of it is written as data
         new_avro, df = (None, df) if self.options.operation == "delete" else self._check_schema(writer, batch_arrow, df)
         if chained is not None and df is not chained[0]:  # the table casts the columns: a stage between
@@ -375,7 +376,7 @@ class HoodieStreamSink:
         if meta:
             raise HoodieConfigError(f"the micro-batch carries Hudi meta column(s) {meta}; drop them before writing")
 
-    def _open_or_create(self, batch_arrow):
+    def _open_or_create(self, batch_arrow, spark):
         storage = self.storage
         o = self.options
         if _half_created(storage):
@@ -385,6 +386,11 @@ class HoodieStreamSink:
             before = _refuse_foreign_root(storage)
             if o.operation == "delete":
                 raise HoodieTableError(self.path, "cannot delete from a table that does not exist yet")
+            if o.cdc_enabled and (o.write_table_version or 6) >= 8:
+                raise HoodieConfigError(
+                    f"option {CDC_ENABLED!r}: tables of version 8 and 9 are written without CDC here (their "
+                    "changelog is not read); create the table at version 6 (hoodie.write.table.version)"
+                )
             HoodieWriter.create(
                 storage,
                 table_name=o.table_name,
@@ -397,10 +403,12 @@ class HoodieStreamSink:
                 keygen_class=o.raw.get("hoodie.datasource.write.keygenerator.class"),
                 payload_class=o.payload_class,
                 extra={**_keygen_extra(o.raw), **_cdc_props(o)},
+                table_version=o.write_table_version or 6,
             )
             self._created = before
         if not self.services.started:  # first batch of this process: Hudi's writer with hoodie.metadata.enable=false
             remove_metadata_table(storage, guard=self.lease.ensure)
+            upgrade_to_asked(spark, storage, o.write_table_version, o.compaction, guard=self.lease.ensure)
         writer = HoodieWriter(storage)
         cfg = writer.config
         if not cfg.populate_meta_fields:
@@ -429,6 +437,12 @@ class HoodieStreamSink:
                 f"but the table at {self.path} is partitioned by {cfg.partition_fields}"
             )
         _check_cdc_options(o, cfg, self.path)
+        if cfg.version >= 8 and table_logging_mode(cfg.props) is not None:
+            raise HoodieTableError(
+                self.path,
+                f"the table (version {cfg.version}) has CDC enabled; version 8 and 9 tables are written "
+                "without CDC here",
+            )
         if o.precombine_field is None and cfg.precombine_field:
             # unset: the table's ordering field applies (Hudi fills write options from the table config)
             self.options = o = dataclasses.replace(o, precombine_field=cfg.precombine_field)
@@ -548,7 +562,16 @@ class HoodieStreamSink:
         assign_tasks, write_tasks = tasks
         mode, ordering = merge_mode(writer.config.props)
         timeline = writer.timeline
-        context = BatchContext(writer.storage, txn.instant, o.operation, ordering, tuple(df.columns), o.release_memory)
+        context = BatchContext(
+            writer.storage,
+            txn.instant,
+            o.operation,
+            ordering,
+            tuple(df.columns),
+            o.release_memory,
+            writer.config.version,
+            writer.timeline.dir,
+        )
         recent = recent_write_commits(timeline)
         record_size = average_record_size(recent, o.record_size_estimate)
         small = small_file_profile(

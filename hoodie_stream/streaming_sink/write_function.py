@@ -30,7 +30,7 @@ from ..format.table.partition_metadata import write_partition_metadata
 from ..format.timeline.active_timeline import Timeline
 from ..format.timeline.instant import INFLIGHT, Instant
 from ..format.util.runs import runs
-from ..format.write.write_handles import append_log
+from ..format.write.write_handles import append_log, log_marker_type
 from ..storage import join
 
 SAMPLE_RATE = 0.01
@@ -126,7 +126,7 @@ def instant_pending(context: BatchContext) -> bool:
     and the driver rolled the instant back, or removed the table the micro-batch created) can run on in its Python
     worker for a while: what it writes after the rollback listed the instant's files is its own to remove."""
     inflight = Instant(context.instant, "deltacommit", INFLIGHT)
-    return context.storage.exists(f".hoodie/{inflight.file_name}")
+    return context.storage.exists(f"{context.timeline_dir}/{inflight.file_name}")
 
 
 class BufferedWriter:
@@ -281,6 +281,7 @@ class BufferedWriter:
             num_inserts=inserts,
             new_file_group=new_group,
             order=order,
+            table_version=self.fn.context.table_version,
         )
 
     def _slice_of(self, partition, file_id, table):
@@ -314,7 +315,10 @@ class BufferedWriter:
         if instant_pending(self.fn.context):
             return False
         logs = [s.path for s in self.stats] + [p for s in self.stats for p in s.cdc_stats or {}]
-        markers = [join(marker_dir(self.fn.context.instant), marker_name(p, "APPEND")) for p in logs]
+        markers = [
+            join(marker_dir(self.fn.context.instant), marker_name(p, log_marker_type(self.fn.context.table_version)))
+            for p in logs
+        ]
         self.fn.context.storage.delete_many(logs + markers)
         return True
 

@@ -49,7 +49,7 @@ class TableReader:
         (hudi-rs / delta-rs key names), else taken from the environment."""
         self.storage = storage_for(path, storage_options)
         self.path = self.storage.uri
-        self.config = TableConfig.load(self.storage, read_only=True)
+        self.config = TableConfig.load(self.storage)
         self.timeline = Timeline(self.storage, timeline_layout(self.config.props))
         self._keygen: KeyGenerator | None = None
 

@@ -13,6 +13,14 @@ from ...errors import (
 from ...storage import storage_for
 from ..record.merge import ordering_field
 from ..util import java_properties
+from .versions import (
+    EVENT_TIME_STRATEGY,
+    HISTORY_PATH,
+    TABLE_VERSION,
+    TIMELINE_PATH,
+    WRITE_VERSIONS,
+    version_properties,
+)
 
 log = logging.getLogger("hoodie_stream")
 
@@ -21,10 +29,9 @@ PROPERTIES_FILE = "hoodie.properties"
 BACKUP_FILE = "hoodie.properties.backup"
 PROPERTIES_PATH = f"{HOODIE_DIR}/{PROPERTIES_FILE}"
 BACKUP_PATH = f"{HOODIE_DIR}/{BACKUP_FILE}"
-TABLE_VERSION = "6"
 # the table versions read, with the timeline layout each has: 6 (Hudi 0.14/0.15), 8 (Hudi 1.0), 9 (Hudi 1.1, 1.2)
 READ_VERSIONS = {"6": "1", "8": "2", "9": "2"}
-MERGER_STRATEGY_ID = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
+MERGER_STRATEGY_ID = EVENT_TIME_STRATEGY
 REQUIRED_KEYS = (
     "hoodie.table.name",
     "hoodie.table.type",
@@ -118,9 +125,8 @@ class TableConfig:
         return self.storage.uri_of(PROPERTIES_PATH)
 
     @classmethod
-    def load(cls, storage, read_only=False):
-        """Load and validate `.hoodie/hoodie.properties` of the table (falls back to hoodie.properties.backup). A
-        table of a version this project reads but does not write (8, 9: Hudi 1.x) is refused unless `read_only`."""
+    def load(cls, storage):
+        """Load and validate `.hoodie/hoodie.properties` of the table (falls back to hoodie.properties.backup)."""
         storage = storage_for(storage)
         main = storage.uri_of(PROPERTIES_PATH)
         props, reason = _read(storage, PROPERTIES_PATH)
@@ -151,12 +157,6 @@ class TableConfig:
                 f"timeline layout version {layout} does not go with table version {version} (it has layout "
                 f"{READ_VERSIONS[version]})",
             )
-        if version != TABLE_VERSION and not read_only:
-            raise HoodieTableError(
-                main,
-                f"table version {version} (Hudi 1.x) is read, not written, by hoodie-stream: it writes version "
-                f"{TABLE_VERSION} tables only",
-            )
         return cls(storage, props)
 
     @property
@@ -180,9 +180,10 @@ class TableConfig:
         table_type="MERGE_ON_READ",
         database_name="default",
         extra=None,
+        version=TABLE_VERSION,
     ):
         """Initialise .hoodie/ (hoodie.properties, created if absent, and Hudi's empty directories where the storage
-        has directories); refuses an existing table."""
+        has directories); refuses an existing table. `version`: the table version, 6 (default), 8 or 9."""
         storage = storage_for(storage)
         path = storage.uri_of(PROPERTIES_PATH)
         if storage.exists(PROPERTIES_PATH) or storage.exists(BACKUP_PATH):
@@ -220,8 +221,18 @@ class TableConfig:
         if not database_name:
             del props["hoodie.database.name"]
         props.update({k: str(v) for k, v in (extra or {}).items()})
+        dirs = EMPTY_DIRS
+        if int(version) != int(TABLE_VERSION):
+            if int(version) not in WRITE_VERSIONS:
+                raise HoodieTableError(path, f"table version {version} is not written (versions {WRITE_VERSIONS})")
+            # as Hudi 1.x creates them: its merge keys instead of version 6's strategy key, layout 2's directories
+            updates, deletes = version_properties(props, int(version), initial=version)
+            for key in [*deletes, "hoodie.compaction.record.merger.strategy"]:
+                props.pop(key, None)
+            props.update(updates)
+            dirs = (*EMPTY_DIRS, TIMELINE_PATH, f"{TIMELINE_PATH}/{HISTORY_PATH}")
         props["hoodie.table.checksum"] = str(checksum(props))
-        for d in EMPTY_DIRS:
+        for d in dirs:
             storage.make_dirs(f"{HOODIE_DIR}/{d}")
         try:
             storage.create(PROPERTIES_PATH, properties_bytes(props))

@@ -2,7 +2,7 @@
 instants in `.hoodie/` as `T.<action>[.<state>]`, commit metadata in JSON; layout 2 (table versions 8 and 9, Hudi
 1.x) keeps them in `.hoodie/timeline/` with the completion time in a completed instant's name (`T_C.<action>`) and
 commit metadata in Avro. The layout is the one seam between the two (`timeline_props`, `Instant.from_file_name`,
-`_commit_metadata`); layout 2 is read, not written.
+`_commit_metadata`, `encode`, `_file_of`); both are read and written.
 
 On an object store the timeline is cached per table in the process (`_Snapshot`, shared by every `Timeline` of the
 table) and read again incrementally: only the files from the earliest pending instant on (or from the newest
@@ -359,10 +359,29 @@ class Timeline:
 
     # ------------------------------------------------------------------ transitions
 
-    def _exists(self, ts, action, state):
+    def _file_of(self, ts, action, state):
+        """The name of the instant's file in that state, None when absent. A completed instant's name on layout 2
+        holds its completion time, so it is found among the listed names by (time, action group)."""
         if self._snapshot is not None:  # refreshed by the caller (`_fresh`)
-            return Instant(ts, action, state).file_name in self._snapshot.files
-        return self.storage.exists(f"{HOODIE_DIR}/{Instant(ts, action, state).file_name}")
+            names = self._snapshot.files
+        elif self.layout >= 2 and state == COMPLETED:
+            names = {f.name: f.size for f in self.storage.list(self.dir)}
+        else:
+            name = Instant(ts, action, state).file_name
+            return name if self.storage.exists(self._file(name)) else None
+        if self.layout < 2 or state != COMPLETED:
+            name = Instant(ts, action, state).file_name
+            return name if name in names else None
+        group = Instant(ts, action, state).comparable_action
+        for name in names:
+            if name.startswith(ts):
+                inst = self._parse(name)
+                if inst is not None and (inst.timestamp, inst.state, inst.comparable_action) == (ts, COMPLETED, group):
+                    return name
+        return None
+
+    def _exists(self, ts, action, state):
+        return self._file_of(ts, action, state) is not None
 
     def _fresh(self):
         """Before a transition: the shared snapshot read again (one listing of the window), so that `_exists`
@@ -371,14 +390,32 @@ class Timeline:
             self.reload()
 
     def _writable(self):
-        if self.layout != 1:
+        if self.layout not in (1, 2):
             raise HoodieTimelineError(f"{self.hoodie_dir}: timeline layout {self.layout} is read, not written")
 
+    def encode(self, content):
+        """The bytes of a timeline file's content: commit metadata (`CommitMetadata`) in the layout's encoding (JSON
+        on layout 1, Avro on layout 2), anything else as it is."""
+        if isinstance(content, CommitMetadata):
+            return content.to_json() if self.layout < 2 else content.to_avro()
+        return bytes(content or b"")
+
+    def _latest_time(self):
+        """The greatest instant or completion time on the timeline: a new instant or completion time comes after."""
+        return max(
+            [i.timestamp for i in self.instants] + [i.completion_time for i in self.instants if i.completion_time],
+            default=None,
+        )
+
     def _write_new(self, instant, content):
-        """Create a timeline file if absent (the storage's create-if-absent: never overwrites)."""
+        """Create a timeline file if absent (the storage's create-if-absent: never overwrites). On layout 2 a
+        completed instant's name takes its completion time, now (after every time on the timeline)."""
         self._writable()
+        if self.layout >= 2 and instant.state == COMPLETED:
+            with NEW_INSTANT_LOCK:
+                instant = instant._replace(completion_time=new_instant_time(self._latest_time()))
         try:
-            self.storage.create(f"{HOODIE_DIR}/{instant.file_name}", content)
+            self.storage.create(self._file(instant.file_name), content)
         except HoodieObjectExistsError:
             raise HoodieTimelineError(
                 f"{self._path(instant.file_name)}: already exists; refusing to overwrite it"
@@ -402,7 +439,7 @@ class Timeline:
             raise HoodieTimelineError(
                 f"{self.hoodie_dir}: new instant {ts} ({action}) is not greater than existing instant {last}"
             )
-        content = bytes(content or b"")
+        content = self.encode(content)
         inst = self._write_new(Instant(ts, action, REQUESTED), content)
         self._added(inst, content)
         return inst
@@ -412,7 +449,7 @@ class Timeline:
         process (a table service thread and the writer never pick clashing times). Returns the instant time."""
         with NEW_INSTANT_LOCK:
             self.reload()
-            ts = new_instant_time(self.last_instant_time())
+            ts = new_instant_time(self._latest_time())
             self.create_requested(ts, action, content, _reloaded=True)
             return ts
 
@@ -424,7 +461,7 @@ class Timeline:
             raise HoodieTimelineError(
                 f"{self._path(Instant(ts, action, REQUESTED).file_name)}: instant {ts} ({action}) is not requested"
             )
-        content = bytes(content or b"")
+        content = self.encode(content)
         inst = self._write_new(Instant(ts, action, INFLIGHT), content)
         self._added(inst, content)
         return inst
@@ -437,7 +474,7 @@ class Timeline:
             raise HoodieTimelineError(
                 f"{self._path(Instant(ts, action, INFLIGHT).file_name)}: instant {ts} ({action}) is not inflight"
             )
-        content = bytes(content or b"")
+        content = self.encode(content)
         inst = self._write_new(Instant(ts, action, COMPLETED), content)
         self._added(inst, content)
         return inst
@@ -446,7 +483,7 @@ class Timeline:
         """inflight -> requested: delete the inflight file (Hudi's revertInstantFromInflightToRequested)."""
         self._writable()
         name = Instant(ts, action, INFLIGHT).file_name
-        self.storage.delete(f"{HOODIE_DIR}/{name}")
+        self.storage.delete(self._file(name))
         self._removed([name])
 
     def delete_files(self, names):
@@ -455,7 +492,7 @@ class Timeline:
         self._writable()
         try:
             for name in names:
-                self.storage.delete(f"{HOODIE_DIR}/{name}")
+                self.storage.delete(self._file(name))
         finally:
             self._removed(list(names))
 
@@ -463,18 +500,15 @@ class Timeline:
         """Remove an instant's files, completed first then inflight then requested (used by rollback)."""
         self._writable()
         self._fresh()
-        states = [INFLIGHT, REQUESTED]
-        if self._exists(ts, action, COMPLETED):
+        names = [Instant(ts, action, state).file_name for state in (INFLIGHT, REQUESTED)]
+        completed = self._file_of(ts, action, COMPLETED)
+        if completed is not None:
             if only_pending:
-                raise HoodieTimelineError(
-                    f"{self._path(Instant(ts, action, COMPLETED).file_name)}: instant {ts} is completed; "
-                    "refusing to delete it"
-                )
-            states.insert(0, COMPLETED)
+                raise HoodieTimelineError(f"{self._path(completed)}: instant {ts} is completed; refusing to delete it")
+            names.insert(0, completed)
         removed = []
-        for state in states:
-            name = Instant(ts, action, state).file_name
-            if self.storage.delete(f"{HOODIE_DIR}/{name}"):
+        for name in names:
+            if self.storage.delete(self._file(name)):
                 removed.append(self._path(name))
-        self._removed([Instant(ts, action, state).file_name for state in states])
+        self._removed(names)
         return removed

@@ -33,16 +33,8 @@ from ...errors import HoodieError
 from ...storage import storage_for
 from ..file_group import fs_view
 from ..file_group.fs_view import FileSystemView
-from ..record.keygen import key_generator_type
-from ..record.merge import COMMIT_TIME_ORDERING, EVENT_TIME_ORDERING
-from ..table.config import (
-    HOODIE_DIR,
-    MERGER_STRATEGY_ID,
-    METADATA_TABLE_DIR,
-    TABLE_VERSION,
-    TableConfig,
-    modify_properties,
-)
+from ..table.config import HOODIE_DIR, METADATA_TABLE_DIR, TableConfig, modify_properties
+from ..table.versions import NOT_READ_AT_9, TABLE_VERSION, TIMELINE_PATH, version_properties
 from ..timeline import active_timeline
 from ..timeline.active_timeline import Timeline
 from ..timeline.archived_timeline import archive_files, state_transition_time
@@ -50,28 +42,7 @@ from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.instant import COMMIT, COMPLETED, DELTA_COMMIT, REPLACE_COMMIT, Instant, format_instant
 
 VERSIONS = (8, 9)
-TIMELINE_DIR = f"{HOODIE_DIR}/timeline"
-EVENT_TIME_STRATEGY = MERGER_STRATEGY_ID  # what version 6 tables the sink creates record already
-COMMIT_TIME_STRATEGY = "ce9acb64-bde0-424c-9b91-f6ebba25356d"
-PAYLOAD_STRATEGY = "00000000-0000-0000-0000-000000000000"
-_MODEL = "org.apache.hudi.common.model."
-DEFAULT_PAYLOAD = _MODEL + "DefaultHoodieRecordPayload"
-EVENT_TIME_PAYLOADS = {DEFAULT_PAYLOAD, _MODEL + "EventTimeAvroPayload"}
-OVERWRITE_PAYLOAD = _MODEL + "OverwriteWithLatestAvroPayload"
-# the payload classes version 9 keeps only as `hoodie.table.legacy.payload.class`, and those whose merge it expresses
-# with partial-update modes and merge properties (not read here)
-BUILT_IN_PAYLOADS = {
-    _MODEL + name
-    for name in (
-        "AWSDmsAvroPayload",
-        "DefaultHoodieRecordPayload",
-        "EventTimeAvroPayload",
-        "OverwriteNonDefaultsWithLatestAvroPayload",
-        "OverwriteWithLatestAvroPayload",
-        "PartialUpdateAvroPayload",
-    )
-} | {"org.apache.hudi.common.model.debezium." + n for n in ("MySqlDebeziumAvroPayload", "PostgresDebeziumAvroPayload")}
-NOT_READ_AT_9 = BUILT_IN_PAYLOADS - EVENT_TIME_PAYLOADS - {OVERWRITE_PAYLOAD}
+TIMELINE_DIR = f"{HOODIE_DIR}/{TIMELINE_PATH}"
 
 
 class UpgradeRefused(HoodieError):
@@ -79,16 +50,23 @@ class UpgradeRefused(HoodieError):
 
 
 def upgrade(path, to: int, storage_options=None) -> dict[str, Any]:
-    """Upgrade the version 6 table at `path` to version `to` (8 or 9); the caller holds the writer lease. Returns
-    what was done: the instants moved, the properties changed, the old files deleted."""
+    """Upgrade the version 6 table at `path` to version `to` (8 or 9), or a version 8 table to 9; the caller holds
+    the writer lease. Returns what was done: the instants moved, the properties changed, the old files deleted."""
     if to not in VERSIONS:
         raise UpgradeRefused(f"a table is upgraded to version 8 or 9, not {to!r}")
     storage = storage_for(path, storage_options)
-    config = TableConfig.load(storage, read_only=True)
+    config = TableConfig.load(storage)
     if config.version == to:
         return {"table": storage.uri, "version": to, "instants": 0, "properties": {}, "deleted": _delete_old(storage)}
+    if config.version > to:
+        raise UpgradeRefused(f"{storage.uri}: the table is at version {config.version}; it is not downgraded to {to}")
+    if config.version == 8:  # EightToNine: the properties only (the timeline keeps layout 2)
+        _check_payload(storage, config)
+        updates, deletes = version_properties(config.props, to)
+        modify_properties(storage, updates, deletes)
+        return {"table": storage.uri, "version": to, "instants": 0, "properties": {**updates, **dict.fromkeys(deletes)}}
     if str(config.version) != TABLE_VERSION:
-        raise UpgradeRefused(f"{storage.uri}: table version {config.version} is not upgraded (only version 6 is)")
+        raise UpgradeRefused(f"{storage.uri}: table version {config.version} is not upgraded (versions 6 and 8 are)")
     timeline = Timeline(storage)
     _check(storage, config, timeline, to)
     utc = str(config.timeline_timezone).upper() == "UTC"
@@ -150,8 +128,13 @@ def _check(storage, config, timeline, to):
             f"{first.partition or '<root>'}/{first.file_id}); compact them first, as Hudi does before an upgrade: "
             "`hoodie-stream compact PATH`"
         )
+    if to >= 9:
+        _check_payload(storage, config)
+
+
+def _check_payload(storage, config):
     payload = config.props.get("hoodie.compaction.payload.class") or ""
-    if to >= 9 and payload in NOT_READ_AT_9:
+    if payload in NOT_READ_AT_9:
         raise UpgradeRefused(
             f"{storage.uri}: payload class {payload} becomes merge properties or a partial-update mode at version 9, "
             "which hoodie-stream does not read; upgrade to 8"
@@ -160,53 +143,7 @@ def _check(storage, config, timeline, to):
 
 def _properties(config, to):
     """(keys set, keys removed) of hoodie.properties, as Hudi's upgrade handlers change them."""
-    props = config.props
-    ordering = (props.get("hoodie.table.precombine.field") or "").strip()
-    # no payload class: Hudi's default (DefaultHoodieRecordPayload), event-time ordering as version 6 reads it, and
-    # commit-time ordering without an ordering field
-    payload = (props.get("hoodie.compaction.payload.class") or "").strip() or (
-        DEFAULT_PAYLOAD if ordering else OVERWRITE_PAYLOAD
-    )
-    updates = {
-        "hoodie.table.version": "8",
-        "hoodie.timeline.layout.version": "2",
-        "hoodie.timeline.path": "timeline",
-        "hoodie.timeline.history.path": "history",
-        "hoodie.table.initial.version": TABLE_VERSION,
-    }
-    keygen = (props.get("hoodie.table.keygenerator.class") or "").strip()
-    if keygen:
-        updates["hoodie.table.keygenerator.type"] = key_generator_type(keygen)
-    if payload and payload not in EVENT_TIME_PAYLOADS | {OVERWRITE_PAYLOAD}:
-        mode, strategy = "CUSTOM", PAYLOAD_STRATEGY
-    elif (config.table_type == "MERGE_ON_READ" and ordering) or payload in EVENT_TIME_PAYLOADS:
-        mode, strategy = EVENT_TIME_ORDERING, EVENT_TIME_STRATEGY
-        payload = (
-            payload if payload in EVENT_TIME_PAYLOADS and config.table_type != "MERGE_ON_READ" else DEFAULT_PAYLOAD
-        )
-    else:
-        mode, strategy, payload = COMMIT_TIME_ORDERING, COMMIT_TIME_STRATEGY, OVERWRITE_PAYLOAD
-    updates.update(
-        {
-            "hoodie.record.merge.mode": mode,
-            "hoodie.record.merge.strategy.id": strategy,
-            "hoodie.compaction.payload.class": payload,
-        }
-    )
-    deletes: list[str] = []
-    if to >= 9:
-        updates["hoodie.table.version"] = "9"
-        if mode != "CUSTOM":
-            del updates["hoodie.record.merge.strategy.id"]
-            deletes.append("hoodie.record.merge.strategy.id")
-        if payload in BUILT_IN_PAYLOADS:
-            updates["hoodie.table.legacy.payload.class"] = payload
-            del updates["hoodie.compaction.payload.class"]
-            deletes.append("hoodie.compaction.payload.class")
-        if ordering:
-            updates["hoodie.table.ordering.fields"] = ordering
-            deletes.append("hoodie.table.precombine.field")
-    return updates, deletes
+    return version_properties(config.props, to, initial=TABLE_VERSION)
 
 
 def _delete_old(storage) -> int:

@@ -86,8 +86,14 @@ def append_log(
     num_inserts=0,
     new_file_group=False,
     order=None,
+    table_version=6,
 ):
     """Write a new log file version of a file slice with an AVRO_DATA block and/or a DELETE block.
+
+    The log file is named as the table version names it (`log_file_instant`): by the slice's base instant on version
+    6, by the writing delta commit on 8 and 9 (Hudi 1.x's `deltaCommitTime`, each commit writing files of its own,
+    sliced by its completion time). On 8 and 9 the marker is a CREATE marker and the stat names only this file, with
+    the delta commit as its previous commit, as Hudi 1.x's append handle records them.
 
     records: data columns in table-schema order, keys: their record keys (Arrow strings).
     deletes: (keys, ordering values or None) to delete in this partition: Arrow arrays (encoded vectorized; a null
@@ -99,8 +105,10 @@ def append_log(
     storage = storage_for(storage)
     check_partition_path(partition)
     token = token or write_token(task_id, 0, 0)
-    version = next_log_version(storage, partition, file_id, base_instant)
-    name = log_file_name(file_id, base_instant, version, token)
+    per_commit = int(table_version) >= 8
+    name_instant = log_file_instant(instant, base_instant, table_version)
+    version = next_log_version(storage, partition, file_id, name_instant)
+    name = log_file_name(file_id, name_instant, version, token)
     header_schema = with_meta_fields(avro_schema)
     schema_json = _dumps(header_schema)
     blocks = []
@@ -123,13 +131,17 @@ def append_log(
     if not blocks:
         return None
     path = join(partition, name)
-    create_marker(storage, instant, path, "APPEND")
+    create_marker(storage, instant, path, log_marker_type(table_version))
     size = write_log_file(storage, path, blocks)
-    logs = slice_log_files(storage, partition, file_id, base_instant)
+    if per_commit:
+        prev_commit, base_file, logs = instant, "", [name]
+    else:
+        prev_commit = "null" if new_file_group else base_instant
+        logs = slice_log_files(storage, partition, file_id, base_instant)
     return WriteStat(
         file_id=file_id,
         path=path,
-        prev_commit="null" if new_file_group else base_instant,
+        prev_commit=prev_commit,
         num_writes=n_records,
         num_update_writes=n_records - num_inserts,
         num_inserts=num_inserts,
@@ -149,6 +161,18 @@ def append_log(
         base_file=base_file or "",
         log_files=logs,
     )
+
+
+def log_file_instant(instant, base_instant, table_version=6):
+    """The instant a log file written by delta commit `instant` into a slice based at `base_instant` is named by: the
+    base instant on table version 6, the delta commit itself on 8 and 9."""
+    return instant if int(table_version) >= 8 else base_instant
+
+
+def log_marker_type(table_version=6):
+    """The marker type of a log file: APPEND on table version 6 (a log file takes blocks of several commits), CREATE
+    on 8 and 9 (each delta commit creates its own files)."""
+    return "CREATE" if int(table_version) >= 8 else "APPEND"
 
 
 def _delete_groups(keys, ordering):

@@ -98,8 +98,10 @@ class HoodieWriter:
         extra: Mapping[str, str] | None = None,
         storage_options: Mapping[str, Any] | None = None,
         parquet_codec: str = DEFAULT_COMPRESSION,
+        table_version: int = 6,
     ) -> "HoodieWriter":
-        """Create a MERGE_ON_READ table (hoodie.properties and the .hoodie layout) and return its writer."""
+        """Create a MERGE_ON_READ table (hoodie.properties and the .hoodie layout) and return its writer.
+        `table_version`: 6 (Hudi 0.14/0.15, the default), 8 (Hudi 1.0) or 9 (Hudi 1.1, 1.2)."""
         parquet_compression(parquet_codec)
         if isinstance(schema, pa.Schema):
             avro = table_avro_schema(table_name, schema)
@@ -127,6 +129,7 @@ class HoodieWriter:
             payload_class=payload_class,
             schema_avro=json.dumps(avro, separators=(",", ":")),
             extra=extra,
+            version=table_version,
         )
         return cls(storage, parquet_codec=parquet_codec)
 
@@ -166,7 +169,7 @@ class Transaction:
         else:
             timeline.create_requested(instant, action)
         inflight = CommitMetadata({}, False, {}, operation, None)
-        timeline.transition_to_inflight(instant, action, inflight.to_json())
+        timeline.transition_to_inflight(instant, action, inflight)
 
     def _prepare(self, records, keys):
         table = records
@@ -217,6 +220,7 @@ class Transaction:
             base_file=base_file,
             num_inserts=num_inserts,
             new_file_group=new_file_group,
+            table_version=self.writer.config.version,
         )
         if stat is not None:
             self.stats.append(stat)  # first: a failure to log its changes leaves the log file named in the stats
@@ -290,7 +294,7 @@ class Transaction:
         if replaced is not None and self.action != "replacecommit":
             raise HoodieError("only a replacecommit instant can replace file groups")
         meta = self.metadata(extra_metadata, replaced)
-        self.writer.timeline.complete(self.instant, self.action, meta.to_json())
+        self.writer.timeline.complete(self.instant, self.action, meta)
         delete_markers(self.storage, self.instant)
         self.writer.timeline.reload()
         return self.instant
