@@ -2,7 +2,8 @@
 the `hoodie` data source's rules and hudi-rs, against a plain-Python model and Hudi 1.2's own answers: every query
 type (snapshot, read-optimized, time travel to every commit, incremental windows by completion time), on merge-on-read
 tables with upserts, deletes, a late update that must lose and an inline compaction, whose logs after it join the
-compacted slice by their completion time. The sinks refuse to write such tables (they write version 6).
+compacted slice by their completion time. The sink continues such tables at their version, and writes them when
+`hoodie.write.table.version` asks; Hudi 1.2 reads and continues what it wrote.
 
 Hudi 1.x reads an incremental window [begin, end] by completion time, both ends included; hudi-rs 0.5 excludes
 `begin`. The windows here start at a commit's instant time, after the commit before it completed (the commits run
@@ -10,6 +11,7 @@ one after another), so both read the same commits."""
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 from pathlib import Path
@@ -19,10 +21,10 @@ import pytest
 
 import java_hudi as jh
 import test_java_hudi_writes as writes
-from hoodie_stream import HoodieStreamSink, HoodieTable
-from hoodie_stream.errors import HoodieError
+import test_sink_versions as sink_versions
+from hoodie_stream import HoodieTable
+from hoodie_stream.format.read.time_travel import earliest_retained
 from hoodie_stream.format.timeline.instant import instant_to_datetime
-from hoodie_stream.format.write.writer import HoodieWriter
 from oracle import META, assert_same_rows, rs_read
 from test_java_hudi_writes import Model, table_rows
 
@@ -86,20 +88,22 @@ def test_hudi_wrote_the_version_asked_for(hudi_table):
     assert all(i.completion_time > i.timestamp for i in table.timeline.commits_timeline())
 
 
-def test_every_query_type_reads_as_hudi_and_the_model(hudi_table, java_hudi):
-    path, model, _version = hudi_table
-    hudi = java_hudi("1.2.0")
+def assert_every_query(path, model, hudi):
+    """HoodieTable reads the model; Hudi 1.2 and hudi-rs read what HoodieTable reads for every query type: snapshot,
+    read-optimized, time travel to each commit, each commit's incremental window by completion time, and the window
+    from the first commit on (commits whose files the cleaner removed left out)."""
     table = HoodieTable(path)
     ours = table.read()
     assert table_rows(ours) == model.expected()
     queries = [({}, jh.snapshot()), ({"query_type": "read_optimized"}, jh.read_optimized())]
-    for inst in table.timeline.commits_timeline():
+    retained = earliest_retained(table.timeline) or ""
+    commits = [i for i in table.timeline.commits_timeline() if i.timestamp >= retained]
+    for inst in commits:
         queries.append(({"as_of": inst.timestamp}, jh.snapshot(inst.timestamp)))
         queries.append(({"query_type": "read_optimized", "as_of": inst.timestamp}, jh.read_optimized(inst.timestamp)))
         window = {"query_type": "incremental", "start": inst.timestamp, "end": inst.completion_time}
         queries.append((window, jh.incremental(inst.timestamp, inst.completion_time)))
-    first = table.timeline.commits_timeline()[0].timestamp
-    queries.append(({"query_type": "incremental", "start": first}, jh.incremental(first)))
+    queries.append(({"query_type": "incremental", "start": commits[0].timestamp}, jh.incremental(commits[0].timestamp)))
     for kwargs, options in queries:
         ours = table.read(**kwargs)
         ok, why = jh.same_rows(ours, hudi.read(path, options), COLUMNS)
@@ -108,6 +112,11 @@ def test_every_query_type_reads_as_hudi_and_the_model(hudi_table, java_hudi):
         if kwargs.get("query_type") == "incremental":
             rs_kwargs.setdefault("end", None)
         assert_same_rows(ours, rs_read(path, **rs_kwargs), COLUMNS, context=f"{kwargs} vs hudi-rs")
+
+
+def test_every_query_type_reads_as_hudi_and_the_model(hudi_table, java_hudi):
+    path, model, _version = hudi_table
+    assert_every_query(path, model, java_hudi("1.2.0"))
 
 
 def test_spark_reads_as_hoodie_table(hudi_table, spark):
@@ -134,23 +143,60 @@ def test_spark_reads_as_hoodie_table(hudi_table, spark):
     assert table_rows(spark.read.format("hoodie").load(path).toArrow()) == model.expected()
 
 
-def test_the_writers_refuse_a_version_they_do_not_write(hudi_table, spark):
-    """The writers refuse the table before touching anything: no lease taken, Hudi's properties backup (its
-    protocol's file while it changes them) left alone, the rows as they were."""
-    path, model, version = hudi_table
-    hoodie = Path(path) / ".hoodie"
-    backup = hoodie / "hoodie.properties.backup"
-    shutil.copy(hoodie / "hoodie.properties", backup)
-    before = sorted(str(p.relative_to(path)) for p in Path(path).rglob("*"))
-    with pytest.raises(HoodieError, match=f"table version {version} .* read, not written"):
-        HoodieWriter(path)
-    sink = HoodieStreamSink(path, {"hoodie.datasource.write.recordkey.field": "id"})
-    with pytest.raises(HoodieError, match=f"table version {version}"):
-        sink(spark.createDataFrame([(1, 50, "sf", "x")], "id long, ts long, city string, v string"), 0)
-    sink.close()
-    assert sorted(str(p.relative_to(path)) for p in Path(path).rglob("*")) == before
-    backup.unlink()
+def test_the_sink_continues_a_table_hudi_wrote_and_hudi_reads_and_continues_it(hudi_table, java_hudi, spark, tmp_path):
+    """The sink continues a copy of the table at its own version (its metadata table removed first, as for any table):
+    upserts, a late update, deletes, a key deleted and inserted again, with its
+    compaction every 2 delta commits and cleaning. Hudi 1.2, hudi-rs and HoodieTable read the model for every query
+    type; then Hudi 1.2 writes into it again (an upsert, a delete, its inline compaction) and all read the model."""
+    source, model, version = hudi_table
+    hudi = java_hudi("1.2.0")
+    path = str(tmp_path / "t")
+    shutil.copytree(source, path)
+    model = copy.deepcopy(model)
+    model.snapshots = []
+    batches = [
+        ([(2, 50, "sao_paulo", "s2"), (11, 50, "sao_paulo", "n11"), (3, 1, "sf", "late3")], [(7, "nyc")]),
+        ([(7, 10**7, "nyc", "again7"), (0, 60, "sf", "s0")], [(8, "sao_paulo")]),
+        ([(12, 70, "nyc", "n12")], [(11, "sao_paulo")]),
+    ]
+    sink_versions.write(spark, path, batches, model, start_id=0)
+    table = sink_versions.check_layout(path, int(version))
+    assert table.config.props["hoodie.table.initial.version"] == version
+    assert not (Path(path) / ".hoodie" / "metadata").exists()
+    assert_every_query(path, model, hudi)
+    options = {**hudi_options(f"v{version}_table", version), "hoodie.compact.inline.max.delta.commits": "1"}
+    hudi.write(path, batch([(13, 80, "sf", "h13"), (1, 80, "nyc", "h1")], [(0, "sf")]), options)
+    model.upsert([(13, 80, "sf", "h13"), (1, 80, "nyc", "h1")])
+    model.delete([0])
+    assert HoodieTable(path).config.version == int(version)
     assert table_rows(HoodieTable(path).read()) == model.expected()
+    assert table_rows(hudi.read(path, jh.snapshot())) == model.expected()
+    assert table_rows(rs_read(path)) == model.expected()
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_hudi_reads_and_continues_a_table_the_sink_wrote(java_hudi, spark, tmp_path, version):
+    """The sink writes a table at version 8 or 9 (test_sink_versions: inserts, updates, a late update, a partition
+    move, deletes, a key deleted and inserted again, a restart, compaction every 2 delta commits, cleaning): Hudi 1.2
+    and hudi-rs read the model, every query type; Hudi 1.2 writes into it (an upsert, a delete) and all read the model;
+    the sink goes on after Hudi and all read the model again."""
+    hudi = java_hudi("1.2.0")
+    path = str(tmp_path / "t")
+    model = sink_versions.History()
+    sink_versions.write(
+        spark, path, sink_versions.BATCHES, model, restart_every=4, **{"hoodie.write.table.version": str(version)}
+    )
+    sink_versions.check_layout(path, version)
+    assert_every_query(path, model, hudi)
+    options = {**hudi_options(HoodieTable(path).config.table_name, str(version)), "hoodie.compact.inline": "false"}
+    hudi.write(path, batch([(20, 90, "sf", "h20"), (1, 90, "nyc", "h1")], [(9, "sf")]), options)
+    model.upsert([(20, 90, "sf", "h20"), (1, 90, "nyc", "h1")])
+    model.delete([9])
+    for reader in (lambda: HoodieTable(path).read(), lambda: hudi.read(path, jh.snapshot()), lambda: rs_read(path)):
+        assert table_rows(reader()) == model.expected()
+    sink_versions.write(spark, path, [([(21, 95, "nyc", "s21")], [(20, "sf")])], model, start_id=len(model.snapshots))
+    assert table_rows(HoodieTable(path).read()) == model.expected()
+    assert table_rows(hudi.read(path, jh.snapshot())) == model.expected()
 
 
 def test_the_command_lines_views_of_the_table(hudi_table, capsys):
