@@ -340,6 +340,24 @@ class CompactionOptions:
         integer(),
         "archive files up to this size are merged",
     )
+    timeline_compaction_batch: int = option(
+        "hoodie.timeline.compaction.batch.size",
+        "10",
+        integer(2),
+        "timeline history files of a layer merged into one of the next layer (table versions 8, 9: lsm_history.py)",
+    )
+    timeline_compaction_max_bytes: int = option(
+        "hoodie.timeline.compaction.target.file.max.bytes",
+        str(1000 * 1024 * 1024),
+        integer(),
+        "at most this many bytes of timeline history files are merged at once",
+    )
+    timeline_manifest_retained: int = option(
+        "hoodie.timeline.manifest.retained.versions",
+        "3",
+        integer(1),
+        "timeline history snapshots (manifests, and the files they list) kept",
+    )
 
     def __post_init__(self) -> None:
         if self.keep_max_commits <= self.keep_min_commits:

@@ -1,5 +1,7 @@
-"""Timeline archiving: move old instants from the active timeline (.hoodie/) to the archived timeline
-(.hoodie/archived/), choosing them as Hudi 0.15's HoodieTimelineArchiver does for a table without a metadata table.
+"""Timeline archiving: move old instants from the active timeline to the archived timeline, choosing them as Hudi
+0.15's HoodieTimelineArchiver (and Hudi 1.x's TimelineArchiverV2, the same rules) does for a table without a
+metadata table. Table version 6 (timeline layout 1): from `.hoodie/` to `.hoodie/archived/`; versions 8 and 9
+(layout 2): from `.hoodie/timeline/` to the LSM history `.hoodie/timeline/history/` (lsm_history.py).
 
 Which instants (`instants_to_archive`):
 - the bounds: `hoodie.keep.min.commits` / `hoodie.keep.max.commits`, raised as Hudi's ArchivalUtils raises them when
@@ -23,6 +25,13 @@ interrupted by a crash is finished by the next one: an active instant whose comp
 already (a crash before its files were deleted) is not written again, only deleted, the older leftovers first.
 Then small archive files are merged (`hoodie.archive.merge.enable`, archive_merge.py); a merge a crash interrupted
 is settled first.
+
+Layout 2, as TimelineArchiverV2: the chosen instants, ordered by instant time, become one HoodieLSMTimelineInstant row
+each (`lsm_history.lsm_instant`) in a new history file and snapshot (`write_history_file`); their marker directories
+and timeline files are then deleted in the order above, and the history's layers compacted (`compact_history`:
+`hoodie.timeline.compaction.batch.size`, `hoodie.timeline.manifest.retained.versions`). A chosen instant the latest
+snapshot holds already, and any other active instant it holds (a run that crashed before deleting their files),
+is not written again, only deleted.
 """
 
 from __future__ import annotations
@@ -33,8 +42,14 @@ from collections.abc import Sequence
 
 from ..format.table.config import TableConfig
 from ..format.table.markers import marker_dir
-from ..format.timeline.active_timeline import HOODIE_DIR, Timeline
-from ..format.timeline.archived_timeline import archive_files, meta_entry, read_archive_keys, write_archive_file
+from ..format.timeline.active_timeline import Timeline
+from ..format.timeline.archived_timeline import (
+    archive_files,
+    meta_entry,
+    read_archive_keys,
+    state_transition_time,
+    write_archive_file,
+)
 from ..format.timeline.instant import (
     CLEAN,
     COMMIT,
@@ -52,6 +67,7 @@ from ..format.timeline.instant import (
     format_instant,
     instant_to_datetime,
 )
+from ..format.timeline.lsm_history import LSMHistory, compact_history, history_dir, lsm_instant, write_history_file
 from ..options import CompactionOptions
 from ..storage import FileInfo, Storage, storage_for
 from .archive_merge import finish_interrupted_merge, merge_small_archive_files
@@ -183,11 +199,11 @@ def instants_to_archive(timeline: Timeline, opts: CompactionOptions, now: float 
 
 
 # -- the run ----------------------------------------------------------------------------------------------------
-def _state_files(storage: Storage) -> dict[tuple[str, str], list[tuple[Instant, FileInfo]]]:
+def _state_files(timeline: Timeline) -> dict[tuple[str, str], list[tuple[Instant, FileInfo]]]:
     """Every timeline file by (instant time, action group), in state order."""
     grouped: dict[tuple[str, str], list[tuple[Instant, FileInfo]]] = {}
-    for info in storage.list(HOODIE_DIR):
-        inst = Instant.from_file_name(info.name)
+    for info in timeline.storage.list(timeline.dir):
+        inst = Instant.from_file_name(info.name, timeline.layout >= 2)
         if inst is not None:
             grouped.setdefault((inst.timestamp, inst.comparable_action), []).append((inst, info))
     for files in grouped.values():
@@ -220,7 +236,10 @@ def archive(
     chosen = instants_to_archive(timeline, opts, now)
     if not chosen:  # what a crashed run left stays until the next run that archives (its instants are the oldest)
         return []
-    folder = TableConfig.load(storage).props.get("hoodie.archivelog.folder") or "archived"
+    props = TableConfig.load(storage).props
+    if timeline.layout >= 2:
+        return _archive_to_history(storage, timeline, opts, history_dir(props), chosen)
+    folder = props.get("hoodie.archivelog.folder") or "archived"
     finish_interrupted_merge(storage, folder)
     by_key = {(i.timestamp, i.action): i for i in timeline.completed()}
     leftovers = _archived_leftovers(storage, folder, set(by_key))
@@ -228,11 +247,11 @@ def archive(
     new = [i for i in chosen if (i.timestamp, i.action) not in done]
     if not new and not leftovers:
         return []
-    files = _state_files(storage)
+    files = _state_files(timeline)
     entries = []
     for inst in new:
         for state_inst, info in files.get((inst.timestamp, inst.comparable_action), []):
-            content = storage.read(f"{HOODIE_DIR}/{info.name}")
+            content = storage.read(f"{timeline.dir}/{info.name}")
             entries.append(meta_entry(state_inst, content, info.mtime))
     path = write_archive_file(storage, entries, opts.archival_batch, folder)
     if path is not None:
@@ -243,6 +262,41 @@ def archive(
         moved += group
     if path is not None and opts.archive_merge:
         merge_small_archive_files(storage, folder, opts.archive_merge_files, opts.archive_merge_small_bytes)
+    return moved
+
+
+def _archive_to_history(
+    storage: Storage, timeline: Timeline, opts: CompactionOptions, directory: str, chosen: list[Instant]
+) -> list[Instant]:
+    """Layout 2: the chosen instants into the LSM history, then out of the active timeline (module docstring)."""
+    chosen = sorted(chosen, key=lambda i: i.timestamp)
+    completed = timeline.completed()
+    held = LSMHistory.load(storage, directory, end=completed[-1].timestamp, columns=()).completed_times()
+    taken = {(i.timestamp, i.action) for i in chosen}
+    leftovers = [i for i in completed if i.timestamp in held and (i.timestamp, i.action) not in taken]
+    files = _state_files(timeline)
+    rows = []
+    for inst in chosen:
+        if inst.timestamp in held:
+            continue
+        group = files.get((inst.timestamp, inst.comparable_action), [])
+        contents = {
+            state_inst.state: (state_inst, storage.read(f"{timeline.dir}/{info.name}")) for state_inst, info in group
+        }
+        done = next((info for state_inst, info in group if state_inst.state == COMPLETED), None)
+        rows.append(lsm_instant(inst, contents, state_transition_time(done.mtime) if done else inst.timestamp))
+    path = write_history_file(storage, directory, rows)
+    if path is not None:
+        log.info("%s: archived %d instants into %s", timeline.hoodie_dir, len(rows), storage.uri_of(path))
+    moved = sorted(leftovers + chosen, key=lambda i: i.timestamp)
+    _delete(timeline, files, moved)
+    compact_history(
+        storage,
+        directory,
+        opts.timeline_compaction_batch,
+        opts.timeline_compaction_max_bytes,
+        opts.timeline_manifest_retained,
+    )
     return moved
 
 

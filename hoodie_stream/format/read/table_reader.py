@@ -21,7 +21,7 @@ from ..record.keygen import KeyGenerator, make_key_generator
 from ..record.merge import COMMIT_TIME_ORDERING, KEY, Version, merge, merge_mode
 from ..table.config import TableConfig, timeline_layout
 from ..timeline.active_timeline import Timeline
-from ..timeline.archived_timeline import ARCHIVE_FOLDER, ArchivedTimeline
+from ..timeline.archived import Archived, load_archived_timeline
 from ..timeline.instant import parse_instant_time
 from .time_travel import check_as_of, check_incremental, check_incremental_window, incremental_window
 
@@ -67,10 +67,10 @@ class TableReader:
         self.timeline.reload()
         return self
 
-    def archived_timeline(self) -> ArchivedTimeline:
-        """The archived timeline (`.hoodie/archived/`, `hoodie.archivelog.folder`): instants moved out of the active
-        timeline, with their archived metadata."""
-        return ArchivedTimeline.load(self.storage, self.config.props.get("hoodie.archivelog.folder") or ARCHIVE_FOLDER)
+    def archived_timeline(self) -> Archived:
+        """The archived timeline: instants moved out of the active timeline, with their archived metadata
+        (`.hoodie/archived/` on table version 6, the LSM history `.hoodie/timeline/history/` on 8 and 9)."""
+        return load_archived_timeline(self.storage, self.config.props)
 
     def __repr__(self) -> str:
         """Path, table name, type and latest completed commit (of the timeline as last loaded); never the storage

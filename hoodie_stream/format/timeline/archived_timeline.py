@@ -294,16 +294,18 @@ def read_archive_records(storage: Storage | str, folder: str = ARCHIVE_FOLDER) -
 
 class ArchivedInstant(NamedTuple):
     """One archived timeline file: the instant (action and state as the active timeline names them) and the
-    modification time its file had (`stateTransitionTime`, yyyyMMddHHmmssSSS)."""
+    modification time its file had (`stateTransitionTime`, yyyyMMddHHmmssSSS; layout 1). An instant of a layout-2
+    history (lsm_history.py) is completed, with its completion time and no modification time."""
 
     timestamp: str
     action: str
     state: str
     state_transition_time: str | None
+    completion_time: str | None = None
 
     @property
     def instant(self) -> Instant:
-        return Instant(self.timestamp, self.action, self.state)
+        return Instant(self.timestamp, self.action, self.state, self.completion_time)
 
 
 def _key(record: dict[str, Any]) -> tuple[str, str, str] | None:

@@ -139,9 +139,10 @@ def commits(table: TableReader) -> pa.Table:
 
 
 def archived_commits(table: TableReader) -> pa.Table:
-    """One row per instant of the table's archived timeline (`.hoodie/archived/`) in its highest state, oldest
-    first, with the columns of `commits`: the inflight and completed times are the archived stateTransitionTime
-    (the modification time its timeline file had), the figures those of the archived commit metadata."""
+    """One row per instant of the table's archived timeline (`.hoodie/archived/`, or the LSM history of table
+    versions 8 and 9) in its highest state, oldest first, with the columns of `commits`: the inflight and completed
+    times are the archived stateTransitionTime (the modification time its timeline file had; the LSM history keeps
+    the completion time only), the figures those of the archived commit metadata."""
     archived = table.archived_timeline()
     rows: dict[str, list[Any]] = {name: [] for name in COMMITS_SCHEMA.names}
     checkpoints: dict[str, str] = {}
@@ -160,7 +161,10 @@ def archived_commits(table: TableReader) -> pa.Table:
         rows["operation"].append(meta.operation_type.lower() if meta is not None else None)
         rows["requested_time"].append(_instant_time(ts, local_zone))
         rows["inflight_time"].append(times.get((ts, action, INFLIGHT)))
-        rows["completed_time"].append(times.get((ts, action, COMPLETED)))
+        if inst.completion_time is not None:
+            rows["completed_time"].append(_instant_time(inst.completion_time, local_zone))
+        else:
+            rows["completed_time"].append(times.get((ts, action, COMPLETED)))
         for name, value in zip(_FIGURES, _figures(meta)):
             rows[name].append(value)
         writer, batch_id = _batch_of(meta, checkpoints)
