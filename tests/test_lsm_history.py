@@ -16,7 +16,6 @@ import pytest
 from hoodie_stream import HoodieTable
 from hoodie_stream.compaction.archiver import archive
 from hoodie_stream.errors import HoodieFormatError
-from hoodie_stream.format.table import config as table_config
 from hoodie_stream.format.timeline import lsm_history as lsm
 from hoodie_stream.format.timeline.active_timeline import Timeline
 from hoodie_stream.format.timeline.commit_metadata import CommitMetadata, WriteStat
@@ -179,25 +178,6 @@ def test_layers_are_compacted_and_old_snapshots_cleaned(tmp_path):
 
 
 # -- the archiver on a layout-2 table --------------------------------------------------------------------------------
-def allow_layout2_archiving(monkeypatch):
-    """Stand-in for the layout-2 timeline writes being added to active_timeline.py / table/config.py elsewhere: the
-    archiver may load a version 9 table's config, and `Timeline.delete_files` deletes in `.hoodie/timeline/`."""
-    load = table_config.TableConfig.load.__func__
-
-    def load_any(cls, storage, read_only=False):
-        return load(cls, storage, True)
-
-    def delete_files(self, names):
-        try:
-            for name in names:
-                self.storage.delete(f"{self.dir}/{name}")
-        finally:
-            self._removed(list(names))
-
-    monkeypatch.setattr(table_config.TableConfig, "load", classmethod(load_any))
-    monkeypatch.setattr(Timeline, "delete_files", delete_files)
-
-
 OPTS = {
     "hoodie.keep.min.commits": "2",
     "hoodie.keep.max.commits": "3",
@@ -216,8 +196,7 @@ def v9_table(tmp_path_factory):
     return path
 
 
-def test_the_archiver_moves_instants_into_the_history(v9_table, tmp_path, monkeypatch):
-    allow_layout2_archiving(monkeypatch)
+def test_the_archiver_moves_instants_into_the_history(v9_table, tmp_path):
     path = shutil.copytree(v9_table, tmp_path / "t")
     table = HoodieTable(path)
     before = table.timeline.instants
@@ -239,8 +218,7 @@ def test_the_archiver_moves_instants_into_the_history(v9_table, tmp_path, monkey
     assert archive(path, Timeline(path), parse_compaction_options(OPTS)) == []  # nothing more to archive
 
 
-def test_a_crashed_archiving_run_is_finished_by_the_next(v9_table, tmp_path, monkeypatch):
-    allow_layout2_archiving(monkeypatch)
+def test_a_crashed_archiving_run_is_finished_by_the_next(v9_table, tmp_path):
     opts = parse_compaction_options(OPTS)
     reference = str(shutil.copytree(v9_table, tmp_path / "reference"))
     expected = [i.timestamp for i in archive(reference, Timeline(reference), opts)]
