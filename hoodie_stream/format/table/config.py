@@ -181,9 +181,12 @@ class TableConfig:
         database_name="default",
         extra=None,
         version=TABLE_VERSION,
+        payload_given=True,
     ):
         """Initialise .hoodie/ (hoodie.properties, created if absent, and Hudi's empty directories where the storage
-        has directories); refuses an existing table. `version`: the table version, 6 (default), 8 or 9."""
+        has directories); refuses an existing table. `version`: the table version, 6 (default), 8 or 9. `payload_given`:
+        whether the payload class was asked for (at 9 a default one is not recorded, as Hudi 1.x creates its tables:
+        the merge mode says it all)."""
         storage = storage_for(storage)
         path = storage.uri_of(PROPERTIES_PATH)
         if storage.exists(PROPERTIES_PATH) or storage.exists(BACKUP_PATH):
@@ -230,6 +233,8 @@ class TableConfig:
             for key in [*deletes, "hoodie.compaction.record.merger.strategy"]:
                 props.pop(key, None)
             props.update(updates)
+            if not payload_given:
+                props.pop("hoodie.table.legacy.payload.class", None)
             dirs = (*EMPTY_DIRS, TIMELINE_PATH, f"{TIMELINE_PATH}/{HISTORY_PATH}")
         props["hoodie.table.checksum"] = str(checksum(props))
         for d in dirs:

@@ -114,6 +114,7 @@ class HoodieWriter:
                 keygen_class = KEYGENS["simple"]
             else:
                 keygen_class = KEYGENS["complex"]
+        payload_given = payload_class is not None
         if payload_class is None:
             payload_class = DEFAULT_PAYLOAD if precombine_field else COMMIT_TIME_PAYLOAD
         storage = storage_for(path, storage_options)
@@ -130,6 +131,7 @@ class HoodieWriter:
             schema_avro=json.dumps(avro, separators=(",", ":")),
             extra=extra,
             version=table_version,
+            payload_given=payload_given,
         )
         return cls(storage, parquet_codec=parquet_codec)
 
