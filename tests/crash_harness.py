@@ -50,10 +50,13 @@ STORAGE_OPTIONS_ENV = "HOODIE_TEST_STORAGE_OPTIONS"
 RUN_TIMEOUT = 300  # seconds a child may run before it is killed anyway (never expected; room for a slow machine)
 
 IDENTIFIER = OPTIONS.get("hoodie.datasource.write.streaming.checkpoint.identifier", "default_single_writer")
+# a timeline file of either layout: `T.<action>[.<state>]` in .hoodie/ (table version 6), or in .hoodie/timeline/ with
+# a completed instant named `T_C.<action>` (versions 8, 9)
 _TIMELINE_FILE = re.compile(
-    r"^(\d{17})\.(deltacommit|commit|replacecommit|rollback|compaction|clean)"
+    r"^(\d{17})(?:_\d{17})?\.(deltacommit|commit|replacecommit|rollback|compaction|clean)"
     r"(\.requested|\.inflight)?$"
 )
+TIMELINE_DIRS = (".hoodie", ".hoodie/timeline")
 INFLIGHT_PHASES = ("inflight_before_write", "index_save", "mid_write")
 
 
@@ -132,8 +135,10 @@ def start_child(script, args, log_path, tmp=None, storage_options=None):
 # -- watching the table from outside ---------------------------------------------------------------------------
 # `base`: a table's local path or its Storage
 def timeline_state(base):
-    """{(ts, action): 0 requested / 1 inflight / 2 completed} from the names in .hoodie (cheap enough to poll)."""
-    names = [info.name for info in storage_for(base).list(".hoodie")]
+    """{(ts, action): 0 requested / 1 inflight / 2 completed} from the names in the timeline of either layout (cheap
+    enough to poll)."""
+    storage = storage_for(base)
+    names = [info.name for d in TIMELINE_DIRS for info in storage.list(d)]
     rank = {".requested": 0, ".inflight": 1, "": 2}
     out = {}
     for name in names:
@@ -341,13 +346,22 @@ class Harness:
                     fire = any(ts in completed(state, "deltacommit") for ts in targets)
                     ready = [ts for ts in writing if markers_of(self.base, ts)]
                     if ready and not fire:  # the writes are under way: spin until the commit file appears
-                        done = f".hoodie/{ready[0]}.deltacommit"
                         spins, check_every = 0, 20000 if self.loc.kind == "local" else 20
-                        while not storage.exists(done) and time.monotonic() - started < RUN_TIMEOUT:
+                        if storage.list(".hoodie/timeline"):  # layout 2: `T_C.deltacommit`, C unknown: listed
+                            check_every = 20
+
+                            def appeared(ts=ready[0]):
+                                return ts in completed(timeline_state(storage), "deltacommit")
+                        else:
+
+                            def appeared(done=f".hoodie/{ready[0]}.deltacommit"):
+                                return storage.exists(done)
+
+                        while not appeared() and time.monotonic() - started < RUN_TIMEOUT:
                             spins += 1
                             if spins % check_every == 0 and proc.poll() is not None:
                                 break
-                        fire = storage.exists(done)
+                        fire = appeared()
                 elif kill.target == "rollback":
                     # a rollback can be quicker than the poll: then the delta commit after it is the fallback
                     fire = any((ts, "rollback") not in before for ts in pending(state, "rollback")) or bool(seen)

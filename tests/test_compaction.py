@@ -160,9 +160,9 @@ def test_inline_compaction(spark, location):
             assert table_rows(location.rs_read("read_optimized")) == model_as_of(history, done[-1])
 
 
-def _setup(spark, base, n=4, seed=23, storage_options=None):
+def _setup(spark, base, n=4, seed=23, storage_options=None, options=None):
     # compaction not scheduled while the table is built
-    sink = HoodieStreamSink(base, OPTIONS, storage_options=storage_options)
+    sink = HoodieStreamSink(base, {**OPTIONS, **(options or {})}, storage_options=storage_options)
     model = TableModel()
     batches = generate_batches(n + 1, seed=seed, monotonic=True)
     for i, events in enumerate(batches[:n]):

@@ -115,13 +115,15 @@ class Look:
     def __init__(self, storage, plans):
         self.storage = storage
         self.plans = plans  # {instant: number of operations}, read once per plan
-        self.names = set(self._names(".hoodie"))
+        self.dir = timeline_dir(storage)
+        self.names = set(self._names(self.dir))
         self.state = {}  # (ts, action) -> 0 requested / 1 inflight / 2 completed
         rank = {"requested": 0, "inflight": 1}
         for name in self.names:
             if is_temp_name(name):
                 continue
             parts = name.split(".")
+            parts[0] = parts[0].split("_")[0]  # layout 2: `T_C.<action>` once completed
             if len(parts) in (2, 3) and parts[0].isdigit() and len(parts[0]) == 17:
                 key = (parts[0], parts[1])
                 self.state[key] = max(self.state.get(key, -1), rank.get(parts[2], 2) if len(parts) == 3 else 2)
@@ -180,11 +182,11 @@ class Look:
         if target == "late":
             return inflight and len(self.base_files()) >= self.ops()
         if target == "commit_tmp":
-            return inflight and any(is_temp_name(n) and n.startswith(f".{self.instant}.commit.") for n in self.names)
+            return inflight and any(_temp_of(n, self.instant, ".commit.") for n in self.names)
         if target == "clean":
             return bool(self.cleans)
         if target == "clean_tmp":
-            return any(is_temp_name(n) and n.startswith(f".{ts}.clean") for ts in self.cleans for n in self.names)
+            return any(_temp_of(n, ts, ".clean") for ts in self.cleans for n in self.names)
         raise ValueError(target)
 
     def classify(self):
@@ -200,9 +202,30 @@ class Look:
         return "after_commit"
 
 
+_TIMELINE_DIRS: dict[str, str] = {}
+
+
+def timeline_dir(storage):
+    """`.hoodie/timeline` on timeline layout 2 (table versions 8, 9), else `.hoodie` (listed once per table: object
+    stores have no directories to ask for)."""
+    if storage.uri not in _TIMELINE_DIRS:
+        _TIMELINE_DIRS[storage.uri] = ".hoodie/timeline" if storage.list(".hoodie/timeline") else ".hoodie"
+    return _TIMELINE_DIRS[storage.uri]
+
+
+def _temp_of(name, ts, action):
+    """Whether `name` is the temporary file of instant `ts`'s timeline file of `action` (`.commit.`, `.clean`), named
+    `T.<action>` on layout 1 and `T_C.<action>` once completed on layout 2."""
+    if not is_temp_name(name) or not name.startswith(f".{ts}"):
+        return False
+    rest = name[len(ts) + 1 :]
+    return rest.startswith(action) or (rest[:1] == "_" and rest[18:].startswith(action))
+
+
 def _plan_ops(storage, instant):
     """The number of operations of compaction plan `instant`."""
-    return len(read_container(storage.read(f".hoodie/{instant}.compaction.requested"))["operations"])
+    plan = storage.read(f"{timeline_dir(storage)}/{instant}.compaction.requested")
+    return len(read_container(plan)["operations"])
 
 
 # -- the child -------------------------------------------------------------------------------------------------
@@ -323,13 +346,14 @@ def _add_batches(spark, loc, model, batches, first_id):
     sink.close()
 
 
-@pytest.fixture(scope="module")
-def service_table(spark, tmp_path_factory):
+@pytest.fixture(scope="module", params=[6, 9])
+def service_table(spark, tmp_path_factory, request):
     """The table the kills go through, on local disk (each test works on a copy): delta commits, a compaction,
-    delta commits. (location, model, batches left for later)."""
+    delta commits; at table version 6 and at 9 (Hudi 1.x's timeline layout 2 and log files named by their delta
+    commit). (location, model, batches left for later)."""
     loc = Location(str(tmp_path_factory.mktemp("services") / "t"))
     n = SETUP["n"]
-    model, _ = _setup(spark, loc.uri, **SETUP)
+    model, _ = _setup(spark, loc.uri, **SETUP, options={"hoodie.write.table.version": str(request.param)})
     report = list(compact_table(loc.uri, options=SERVICE_OPTIONS, spark=spark))
     assert any(line.startswith("completed compaction") for line in report), report
     batches = generate_batches(n + 1 + AFTER_COMPACTION + EXTRA_BATCHES, seed=SETUP["seed"], monotonic=True)

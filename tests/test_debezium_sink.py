@@ -85,6 +85,33 @@ def test_real_messages_stream_into_tables_that_match_the_model(spark, tmp_path, 
         sink.close()
 
 
+@pytest.mark.parametrize("version", [8, 9])
+def test_real_messages_into_a_table_of_hudi_1x_versions(spark, tmp_path, version):
+    """`hoodie.write.table.version`: the Postgres set (updates, deletes, a composite key) into a table of version 8 or
+    9 with compaction every 2 delta commits; HoodieTable and hudi-rs read the model after every micro-batch."""
+    name, key, connector, per_batch = SETS[4]
+    records = load_set(name)
+    topic = records[0]["topic"]
+    options = {"hoodie.write.table.version": str(version), "compaction.schedule.enabled": "true"}
+    options.update({"compaction.delta_commits": "2", "compaction.async.enabled": "false"})
+    sink = DebeziumSink(
+        str(tmp_path / "lake"), options, tables={topic: {"hoodie.datasource.write.recordkey.field": ",".join(key)}}
+    )
+    path = str(tmp_path / "lake" / table_name(topic))
+    batches = [records[i : i + per_batch] for i in range(0, len(records), per_batch)]
+    try:
+        for i, batch in enumerate(batches):
+            sink(spark.createDataFrame(batch, KAFKA_DDL), i)
+            expected = final_rows([r for b in batches[: i + 1] for r in b], key, connector)
+            assert_table_matches(rs_read(path), expected, key, f"hudi-rs after batch {i}")
+            assert_table_matches(HoodieTable(path).read(), expected, key, f"HoodieTable after batch {i}")
+    finally:
+        sink.close()
+    table = HoodieTable(path)
+    assert table.config.version == version and table.timeline.layout == 2
+    assert "commit" in [i.action for i in table.timeline.commits_timeline()]
+
+
 # -- several topics ------------------------------------------------------------------------------------------------
 THREE = [  # (message set, record key, connector)
     ("pg_flink_products_schema.jsonl", ["id"], "postgresql"),

@@ -27,15 +27,17 @@ def data_rows(table):
     return rows(table, COLUMNS)
 
 
-@pytest.fixture(scope="module")
-def chained(spark, tmp_path_factory):
-    """Query 1 writes bronze (async compaction every 2 delta commits) from JSON files; query 2 reads bronze with
-    readStream.format("hoodie") while query 1 runs and writes silver through a second sink."""
+@pytest.fixture(scope="module", params=[6, 9])
+def chained(spark, tmp_path_factory, request):
+    """Query 1 writes bronze (async compaction every 2 delta commits) from JSON files, at table version 6 and at 9
+    (Hudi 1.x's: offsets are completion times); query 2 reads bronze with readStream.format("hoodie") while query 1
+    runs and writes silver through a second sink."""
     register(spark)
     tmp = tmp_path_factory.mktemp("chain")
     source, bronze, silver = str(tmp / "in"), str(tmp / "bronze"), str(tmp / "silver")
+    version = {"hoodie.write.table.version": str(request.param)}
     bronze_sink = HoodieStreamSink(
-        bronze, dict(OPTIONS, **{"compaction.schedule.enabled": "true", "compaction.delta_commits": "2"})
+        bronze, dict(OPTIONS, **{"compaction.schedule.enabled": "true", "compaction.delta_commits": "2"}, **version)
     )
     silver_sink = HoodieStreamSink(silver, dict(OPTIONS, **{"hoodie.table.name": "silver"}))
     batches = upserts(N_BATCHES, seed=7)
@@ -117,11 +119,15 @@ def test_one_commit_per_micro_batch_no_duplicates(spark, chained, tmp_path):
 
 def test_start_offset_instant_and_latest(spark, chained, tmp_path):
     """startOffset=<instant> with availableNow and no limit: one micro-batch, exactly HoodieTable's incremental read
-    after that instant; startOffset=latest: no rows."""
+    after that instant (on version 9 a completion time: the commits that completed after it); startOffset=latest:
+    no rows."""
     bronze = chained[0]
     table = HoodieTable(bronze)
-    instants = [i.timestamp for i in table.timeline.commits_timeline() if i.action == "deltacommit"]
-    start = instants[len(instants) // 2]
+    deltas = [i for i in table.timeline.commits_timeline() if i.action == "deltacommit"]
+    start, after = deltas[len(deltas) // 2].timestamp, deltas[len(deltas) // 2].timestamp
+    if table.timeline.layout >= 2:  # the completion time; the incremental read from the next commit's instant on
+        start, after = deltas[len(deltas) // 2].completion_time, deltas[len(deltas) // 2 + 1].timestamp
+    assert table.config.version in (6, 9)
 
     def run(offset, name):
         seen = []
@@ -141,7 +147,7 @@ def test_start_offset_instant_and_latest(spark, chained, tmp_path):
     assert len(seen) == 1
     # bronze's async compaction may rewrite a slice between the two reads: a record's file name is all it changes
     columns = [c for c in seen[0].column_names if c != "_hoodie_file_name"]
-    assert rows(seen[0], columns) == rows(table.read("incremental", start=start), columns)
+    assert rows(seen[0], columns) == rows(table.read("incremental", start=after), columns)
     # latest: Spark runs a first micro-batch from the initial offset to itself, which holds nothing
     assert sum(batch.num_rows for batch in run("latest", "latest")) == 0
 

@@ -23,6 +23,7 @@ keys in the index resurrects them. HOODIE_CRASH_SEED overrides the seed (schedul
 restarting the child and the checks are tests/crash_harness.py.
 """
 
+import json
 import os
 import random
 import time
@@ -91,7 +92,11 @@ def make_schedule(rng, kind):
 
 
 # -- the test ----------------------------------------------------------------------------------------------------
-def test_sigkill_at_random_moments_then_restart_from_the_checkpoint(tmp_path, location):
+@pytest.mark.parametrize("table_version", [6, 9])
+def test_sigkill_at_random_moments_then_restart_from_the_checkpoint(tmp_path, location, table_version, monkeypatch):
+    """At table version 6 and at 9 (Hudi 1.x's timeline layout and log files named by their delta commit)."""
+    if table_version != 6:
+        monkeypatch.setenv("HOODIE_TEST_SINK_OPTIONS", json.dumps({"hoodie.write.table.version": str(table_version)}))
     rng = random.Random(SEED)
     batches = crash_batches(N_BATCHES, SEED % 997)
     for i, events in enumerate(batches):
@@ -144,6 +149,7 @@ def test_sigkill_at_random_moments_then_restart_from_the_checkpoint(tmp_path, lo
     rolled_back = [i for i in table.timeline.completed(["rollback"])]
     leftovers = check_files(location)
     check_index(location)
+    assert table.config.version == table_version
     merged = {b: f for b, f in files.items() if len(f) > 1}
     print(
         f"{len(rolled_back)} rollbacks; batches Spark merged from several files: {merged}; "

@@ -8,14 +8,18 @@ absent from it. With `hoodie.datasource.query.type=incremental` and `hoodie.data
 (a table created with `hoodie.table.cdc.enabled=true`) the micro-batch is instead the changelog of the window
 (`format.cdc.query`, Hudi's CDC query): every insert, update and delete once, as `op`, `ts_ms`, `before`, `after`.
 
+- On table versions 8 and 9 (Hudi 1.x, timeline layout 2) offsets are completion times, as Hudi 1.x streams: the
+  micro-batch (start, end] holds the commits that completed in it (the incremental window by completion time), and
+  a writer still pending holds nothing back (it completes later, after the offset).
 - Only writer commits (delta commits, commits, replace commits) become offsets and count against the read limit.
   Compaction commits are not new data: their rows keep the commit time of the write that made them, so the
   window's commit-time filter never returns a record a compaction rewrote.
-- An offset never passes a writer instant still pending (requested or inflight): a commit that completes later
+- On version 6 an offset never passes a writer instant still pending (requested or inflight): a commit that completes later
   but has an earlier instant time would otherwise be skipped (Hudi's BLOCK policy for hollow commits). A writer
   that crashed mid-commit holds the stream back until its restart rolls the instant back.
 - Start (`hoodie.datasource.streaming.startOffset`): `earliest` (every commit), `latest` (commits after the latest
-  one when the query first starts) or an instant (commits after it). A restarted query resumes from its
+  one when the query first starts) or an instant (commits after it; on versions 8 and 9 a completion time: commits
+  that completed after it). A restarted query resumes from its
   checkpoint.
 - Read limit: `hoodie.datasource.read.streaming.max.commits` (writer commits per micro-batch) and
   `hoodie.datasource.read.streaming.max.files` (files written per micro-batch, Spark's `ReadMaxFiles`; a commit
@@ -50,8 +54,14 @@ _NO_LIMIT = 2**31 - 1  # Spark's ReadMaxFiles takes a Java int
 
 @dataclass(frozen=True)
 class CommitInfo:
-    timestamp: str
+    timestamp: str  # the offset: the instant time (version 6) or the completion time (versions 8, 9)
     files: int  # files the commit wrote (its write stats)
+
+
+def _after(offset: str) -> str:
+    """The smallest time after `offset` (a completion time, compared as text): the window (offset, end] by
+    completion time as the incremental read's [begin, end]."""
+    return str(int(offset) + 1).zfill(len(offset))
 
 
 class HoodieStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -83,10 +93,10 @@ class HoodieStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         table = self.__dict__.get("_table")
         if table is None:
             table = HoodieTable(table_storage(self.options))
-            if table.timeline.layout >= 2:  # offsets are instant times; Hudi 1.x streams by completion time
+            if table.timeline.layout >= 2 and self.options.incremental_format == "cdc":
                 raise HoodieError(
-                    f"{table.path}: streaming reads of table version {table.config.version} (Hudi 1.x) are not "
-                    "supported; read it with spark.read (snapshot, time travel or incremental queries)"
+                    f"{table.path}: changelog streams of table version {table.config.version} (Hudi 1.x) are not "
+                    "supported; stream its records (without hoodie.datasource.query.incremental.format=cdc)"
                 )
             self._table = table
         else:
@@ -121,40 +131,54 @@ class HoodieStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             commits = _limited(commits, self.options.max_commits, getattr(limit, "max_files", None))
         return {OFFSET: commits[-1].timestamp} if commits else start
 
-    def _readable(self) -> tuple[HoodieTable, list[str]]:
-        """The table, reloaded, and its completed commit-like instants before the earliest pending writer
-        instant, oldest first."""
+    def _readable(self) -> tuple[HoodieTable, list[tuple[str, str]]]:
+        """The table, reloaded, and its readable completed commit-like instants as (offset, instant time), in offset
+        order: on version 6 those before the earliest pending writer instant, by instant time; on 8 and 9 all, by
+        completion time."""
         table = self._open()
         timeline = table.timeline
+        if timeline.layout >= 2:
+            done = sorted((i.completion_time, i.timestamp) for i in timeline.commits_timeline() if i.completion_time)
+            return table, done
         pending = [i.timestamp for i in timeline.pending(COMMIT_ACTIONS)]
         block = min(pending) if pending else None
-        return table, [i.timestamp for i in timeline.commits_timeline() if block is None or i.timestamp < block]
+        return table, [
+            (i.timestamp, i.timestamp) for i in timeline.commits_timeline() if block is None or i.timestamp < block
+        ]
 
     def _available(self, after: str) -> list[CommitInfo]:
-        """The readable writer commits after `after`, oldest first."""
+        """The readable writer commits after offset `after`, oldest first."""
         table, instants = self._readable()
-        infos = (self._writer_commit(table, ts) for ts in instants if ts > after)
+        infos = (self._writer_commit(table, offset, ts) for offset, ts in instants if offset > after)
         return [info for info in infos if info is not None]
 
     def _latest(self) -> str:
-        """The latest readable writer commit (EARLIEST when there is none)."""
+        """The offset of the latest readable writer commit (EARLIEST when there is none)."""
         table, instants = self._readable()
-        return next((ts for ts in reversed(instants) if self._writer_commit(table, ts) is not None), EARLIEST)
+        return next(
+            (offset for offset, ts in reversed(instants) if self._writer_commit(table, offset, ts) is not None),
+            EARLIEST,
+        )
 
-    def _writer_commit(self, table: HoodieTable, ts: str) -> CommitInfo | None:
-        if ts not in self._writer_commits:
+    def _writer_commit(self, table: HoodieTable, offset: str, ts: str) -> CommitInfo | None:
+        if offset not in self._writer_commits:
             meta = table.timeline.read_commit_metadata(ts)
-            self._writer_commits[ts] = None if meta.is_compaction else CommitInfo(ts, len(meta.all_write_stats()))
-        return self._writer_commits[ts]
+            self._writer_commits[offset] = (
+                None if meta.is_compaction else CommitInfo(offset, len(meta.all_write_stats()))
+            )
+        return self._writer_commits[offset]
 
     # -- micro-batches -----------------------------------------------------------------------------------------
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         if start[OFFSET] == end[OFFSET]:
             return []
         begin = None if start[OFFSET] == EARLIEST else start[OFFSET]
+        table = self._open()
+        if begin is not None and table.timeline.layout >= 2:  # (start, end] by completion time
+            begin = _after(begin)
         if self.options.incremental_format == "cdc":
-            return change_splits(self._open(), begin, end[OFFSET])
-        return plan_incremental(self._open(), begin, end[OFFSET], None, self.options.max_split_bytes)
+            return change_splits(table, begin, end[OFFSET])
+        return plan_incremental(table, begin, end[OFFSET], None, self.options.max_split_bytes)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, ChangeSplit):

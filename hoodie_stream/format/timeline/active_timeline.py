@@ -193,10 +193,17 @@ class Timeline:
             with snap.lock:
                 self._refresh(snap)
                 names = list(snap.files)
-        if must_exist and not names and not self.storage.exists(self.dir):
+        if must_exist and not names and not self._exists_at_all():
             raise HoodieTimelineError(f"{self.hoodie_dir}: no .hoodie directory") from None
         self._set_instants(names)
         return self
+
+    def _exists_at_all(self):
+        """Whether the table's timeline directory exists: on layout 2 an object store has no `.hoodie/timeline/` before
+        the first instant (no directories), so hoodie.properties stands for it."""
+        return self.storage.exists(self.dir) or (
+            self.dir != HOODIE_DIR and self.storage.exists(f"{HOODIE_DIR}/{PROPERTIES_FILE}")
+        )
 
     def _refresh(self, snap):
         """Bring the shared snapshot up to date: the window from its earliest pending instant on, or everything."""
