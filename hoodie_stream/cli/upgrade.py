@@ -25,7 +25,13 @@ def upgrade_text(result: dict[str, Any]) -> str:
         return (
             f"{result['table']}: already at table version {result['version']} ({result['deleted']} old files removed)"
         )
+    archived = (
+        f", {result['archived']} archived instants converted into .hoodie/timeline/history/"
+        if result.get("archived")
+        else ""
+    )
     return (
         f"{result['table']}: upgraded to table version {result['version']}: {result['instants']} timeline files moved "
-        f"to .hoodie/timeline/, {len(result['properties'])} properties changed, {result['deleted']} old files removed"
+        f"to .hoodie/timeline/{archived}, {len(result['properties'])} properties changed, {result['deleted']} old "
+        "files removed"
     )
