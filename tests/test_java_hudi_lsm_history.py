@@ -16,7 +16,7 @@ from hoodie_stream.format.timeline import lsm_history as lsm
 from hoodie_stream.format.timeline.active_timeline import Timeline
 from hoodie_stream.options import parse_compaction_options
 from hoodie_stream.storage import LocalStorage
-from test_lsm_history import DIR, allow_layout2_archiving
+from test_lsm_history import DIR
 
 pytestmark = [pytest.mark.java_hudi]
 
@@ -72,8 +72,7 @@ def test_the_reader_reads_what_hudi_archived(java_hudi, tmp_path):
         assert hudis[inst.timestamp] == _records_written(history, inst.timestamp)
 
 
-def test_hudi_reads_and_extends_the_history_the_archiver_writes(java_hudi, tmp_path, monkeypatch):
-    allow_layout2_archiving(monkeypatch)
+def test_hudi_reads_and_extends_the_history_the_archiver_writes(java_hudi, tmp_path):
     hudi = java_hudi("1.2.0")
     path = str(tmp_path / "t")
     for n in range(6):
