@@ -163,7 +163,8 @@ class WindowCommits:
     def window(self, start: str | None, end: str | None) -> list:
         """The instants of the window over (start, end]. Layout 1: those whose instant time is in (start, end].
         Layout 2: Hudi 1.x reads by completion time, both ends included (IncrementalQueryAnalyzer,
-        RangeType.CLOSED_CLOSED): those that completed in [start, end]. None is no bound."""
+        RangeType.CLOSED_CLOSED): those that completed in [start, end], an archived one only when its instant time
+        is at or after `start` too (as Hudi 1.2 answers). None is no bound."""
         if self.timeline.layout < 2:
             return [
                 i
@@ -171,7 +172,15 @@ class WindowCommits:
                 if (start is None or i.timestamp > start) and (end is None or i.timestamp <= end)
             ]
         done = [(i.completion_time or i.timestamp, i) for i in self.instants]
-        return [i for c, i in done if (start is None or c >= start) and (end is None or c <= end)]
+        return [
+            i
+            for c, i in done
+            if (start is None or c >= start)
+            and (end is None or c <= end)
+            # Hudi 1.2 loads the archived instants from `start` on by instant time (the LSM history's time range):
+            # an archived instant requested before `start` is left out even when it completed after it
+            and (start is None or not self.is_archived(i.timestamp) or i.timestamp >= start)
+        ]
 
     def file_groups(self, instants) -> set[tuple[str, str]]:
         """The (partition, file id) pairs the commits at `instants` (instant times) wrote."""
