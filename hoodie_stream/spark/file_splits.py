@@ -29,7 +29,7 @@ from ..format.avro.schema import META_FIELDS
 from ..format.base_file.parquet import parquet_file
 from ..format.file_group.fs_view import FileSlice, FileSystemView
 from ..format.hoodie_table import HoodieTable
-from ..format.read.time_travel import IncrementalWindow, incremental_window
+from ..format.read.time_travel import IncrementalWindow, incremental_plan
 from ..format.record.merge import Version, merge
 from .partition_pruning import PartitionPruner
 from .read_options import ReadOptions, table_storage
@@ -89,16 +89,13 @@ def plan_incremental(
     max_split_bytes: int,
 ) -> list[FileSplit]:
     """The splits of an incremental query over (start, end] (parsed instant times; None: open), the window as
-    HoodieTable.read takes it (`time_travel.incremental_window`)."""
-    window = incremental_window(table.timeline, start, end)
-    touched: set[tuple[str, str]] = set()
-    for ts in window.instants:
-        for stat in table.timeline.read_commit_metadata(ts).all_write_stats():
-            touched.add((stat.partition_path or "", stat.file_id))
+    HoodieTable.read takes it (`time_travel.incremental_plan`: archived commits among them on table versions 8
+    and 9)."""
+    window, touched = incremental_plan(table.timeline, start, end)
     if not touched or window.as_of is None:
         return []
     view = FileSystemView(table.storage, table.timeline, window.as_of)
-    committed = frozenset(set(view.committed) & window.instants)
+    committed = window.counted(view.committed)
     splits = []
     for partition in sorted({p for p, _ in touched}):
         if pruner is not None and not pruner.keep(partition):

@@ -23,7 +23,7 @@ from ..table.config import TableConfig, timeline_layout
 from ..timeline.active_timeline import Timeline
 from ..timeline.archived import Archived, load_archived_timeline
 from ..timeline.instant import parse_instant_time
-from .time_travel import check_as_of, check_incremental, check_incremental_window, incremental_window
+from .time_travel import check_as_of, check_incremental, check_incremental_window, incremental_plan
 
 # an instant a read names: an instant time or date-time text, a datetime or a date (instant.parse_instant_time)
 InstantArg = str | datetime.datetime | datetime.date
@@ -165,7 +165,8 @@ class TableReader:
         # only the partitions of the file groups asked for are listed
         partitions = [None] if file_ids is None else sorted({p for p, _ in file_ids})
         slices = [fs for partition in partitions for fs in latest(partition)]
-        committed = view.committed if window is None else (set(view.committed) & window)
+        # the window's instants the view counts as committed (archived ones too: CommittedInstants)
+        committed = view.committed if window is None else frozenset(t for t in window if t in view.committed)
         tables = []
         for fs in slices:
             if file_ids is not None and (fs.partition, fs.file_id) not in file_ids:
@@ -231,12 +232,9 @@ class TableReader:
 
     def _read_incremental(self, start, end):
         """The latest version (as of the window's end) of the records the window's commits wrote
-        (`time_travel.incremental_window`: by instant time on table version 6, by completion time on 8 and 9)."""
-        window = incremental_window(self.timeline, start, end)
-        touched = set()
-        for ts in window.instants:
-            for stat in self.timeline.read_commit_metadata(ts).all_write_stats():
-                touched.add((stat.partition_path or "", stat.file_id))
+        (`time_travel.incremental_plan`: by instant time on table version 6, by completion time on 8 and 9, where
+        the window takes the archived commits too)."""
+        window, touched = incremental_plan(self.timeline, start, end)
         if not touched:
             return self.arrow_schema(window.as_of).empty_table()
         table = self._read_snapshot(window.as_of, file_ids=touched, window=set(window.instants))

@@ -3,6 +3,9 @@
 its end instant, so an end the cleaner has passed fails there too, on the first cleaned file)."""
 
 import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -11,6 +14,9 @@ import pyarrow.compute as pc
 from ...errors import HoodieError
 from ..avro.models import read_container
 from ..file_group.file_names import parse_base_file_name, parse_log_file_name
+from ..table.config import TableConfig
+from ..timeline.archived import Archived, load_archived_timeline
+from ..timeline.commit_metadata import CommitMetadata
 from ..timeline.instant import CLEAN, COMMIT, COMMIT_ACTIONS
 
 logger = logging.getLogger(__name__)
@@ -49,10 +55,10 @@ def check_as_of(timeline, as_of: str, name: str = "as_of") -> None:
 
 
 def warn_before_first_commit(timeline, as_of: str, name: str = "as_of") -> None:
-    """Log a warning when time travel goes to before the table's first completed commit: the table was empty then
-    and the query returns no rows (Hudi's time travel answers so too)."""
+    """Log a warning when time travel goes to before the table's first completed commit, archived ones included: the
+    table was empty then and the query returns no rows (Hudi's time travel answers so too)."""
     commits = timeline.commits_timeline()
-    if commits and as_of < commits[0].timestamp:
+    if commits and as_of < commits[0].timestamp and not _archived_commit_by(timeline, as_of):
         logger.warning(
             "%s: time travel's %s %s is before %s, the first completed commit on the timeline: the query returns no rows",
             timeline.hoodie_dir,
@@ -60,6 +66,11 @@ def warn_before_first_commit(timeline, as_of: str, name: str = "as_of") -> None:
             as_of,
             commits[0].timestamp,
         )
+
+
+def _archived_commit_by(timeline, as_of: str) -> bool:
+    """Whether an archived commit is at or before `as_of` (time travel to it reads the table as it was then)."""
+    return any(i.timestamp <= as_of for i in archived_loader(timeline)().completed(COMMIT_ACTIONS))
 
 
 def check_not_cleaned(timeline, instant: str, name: str) -> None:
@@ -91,16 +102,109 @@ def cleaned_files(timeline) -> set[str]:
     return names
 
 
-def incremental_instants(timeline, start: str | None, end: str | None) -> list:
-    """The completed commit-like instants an incremental query over (start, end] reads. Layout 1 (table version 6):
-    those whose instant time is in (start, end]. Layout 2 (versions 8, 9): Hudi 1.x reads by completion time, both
-    ends included (IncrementalQueryAnalyzer, RangeType.CLOSED_CLOSED): those that completed in [start, end]. None
-    is no bound."""
-    commits = timeline.commits_timeline()
-    if timeline.layout < 2:
-        return [i for i in commits if (start is None or i.timestamp > start) and (end is None or i.timestamp <= end)]
-    done = [(i.completion_time or i.timestamp, i) for i in commits]
-    return [i for c, i in done if (start is None or c >= start) and (end is None or c <= end)]
+# -- the commits a window chooses from: the one place that takes archived instants in ------------------------------
+ArchivedLoader = Callable[[], Archived]
+_ARCHIVED: OrderedDict[tuple[str, str | None], Archived] = OrderedDict()
+_ARCHIVED_LOCK = threading.Lock()
+_ARCHIVED_ENTRIES = 4
+
+
+def archived_loader(timeline) -> ArchivedLoader:
+    """Loads the archived timeline of `timeline`'s table (`load_archived_timeline`: `.hoodie/archived/` on layout 1,
+    the LSM history on layout 2), the last few kept per table and active timeline start (archiving moves the start,
+    so a kept one is never stale): a query's check and its read load it once."""
+
+    def load() -> Archived:
+        key = (timeline.storage.uri, timeline.timeline_start())
+        with _ARCHIVED_LOCK:
+            found = _ARCHIVED.get(key)
+        if found is None:
+            found = load_archived_timeline(timeline.storage, TableConfig.load(timeline.storage).props)
+            with _ARCHIVED_LOCK:
+                _ARCHIVED[key] = found
+                while len(_ARCHIVED) > _ARCHIVED_ENTRIES:
+                    _ARCHIVED.popitem(last=False)
+        return found
+
+    return load
+
+
+class WindowCommits:
+    """The completed commit-like instants an incremental window over (start, ...] chooses from, oldest first, with
+    their commit metadata. As Hudi decides by table version:
+    - layout 2 (versions 8, 9; Hudi 1.x's IncrementalQueryAnalyzer): the active timeline's and, when `start` is
+      before it (or None), the archived ones of the LSM history too;
+    - layout 1 (version 6; Hudi's MergeOnReadIncrementalRelation V1): the active timeline's only. A window starting
+      in the archived part still returns the records of archived commits whose file groups an active commit of
+      the window wrote (its rows are those with commit times in (start, end]), never those of file groups only
+      archived commits wrote (Hudi 0.15 and 1.2 answer so; they read the whole table only with
+      hoodie.datasource.read.incr.fallback.fulltablescan.enable)."""
+
+    def __init__(self, timeline, start: str | None, archived: ArchivedLoader | None = None) -> None:
+        self.timeline = timeline
+        active = timeline.commits_timeline()
+        self._active = {i.timestamp for i in active}
+        self.archive: Archived | None = None
+        if timeline.layout >= 2 and _before_active(timeline, active, start):
+            self.archive = (archived or archived_loader(timeline))()
+        old = [] if self.archive is None else self.archive.completed(COMMIT_ACTIONS)
+        self.instants = sorted([i for i in old if i.timestamp not in self._active] + active, key=lambda i: i.timestamp)
+
+    def is_archived(self, ts: str) -> bool:
+        return ts not in self._active
+
+    def metadata(self, ts: str) -> CommitMetadata:
+        """The commit metadata of the window's instant `ts` (empty for an archived instant the archive holds none of)."""
+        if ts in self._active:
+            return self.timeline.read_commit_metadata(ts)
+        meta = None if self.archive is None else self.archive.commit_metadata(ts)
+        return meta if meta is not None else CommitMetadata()
+
+    def window(self, start: str | None, end: str | None) -> list:
+        """The instants of the window over (start, end]. Layout 1: those whose instant time is in (start, end].
+        Layout 2: Hudi 1.x reads by completion time, both ends included (IncrementalQueryAnalyzer,
+        RangeType.CLOSED_CLOSED): those that completed in [start, end], an archived one only when its instant time
+        is at or after `start` too (as Hudi 1.2 answers). None is no bound."""
+        if self.timeline.layout < 2:
+            return [
+                i
+                for i in self.instants
+                if (start is None or i.timestamp > start) and (end is None or i.timestamp <= end)
+            ]
+        done = [(i.completion_time or i.timestamp, i) for i in self.instants]
+        return [
+            i
+            for c, i in done
+            if (start is None or c >= start)
+            and (end is None or c <= end)
+            # Hudi 1.2 loads the archived instants from `start` on by instant time (the LSM history's time range):
+            # an archived instant requested before `start` is left out even when it completed after it
+            and (start is None or not self.is_archived(i.timestamp) or i.timestamp >= start)
+        ]
+
+    def file_groups(self, instants) -> set[tuple[str, str]]:
+        """The (partition, file id) pairs the commits at `instants` (instant times) wrote."""
+        return {
+            (stat.partition_path or "", stat.file_id)
+            for ts in sorted(instants)
+            for stat in self.metadata(ts).all_write_stats()
+        }
+
+
+def _before_active(timeline, active, start: str | None) -> bool:
+    """Whether a window from `start` may reach archived instants: no start, or one before the active timeline's
+    first write instant and first completion."""
+    if start is None:
+        return True
+    firsts = [timeline.timeline_start()] + [i.completion_time for i in active]
+    first = min((t for t in firsts if t), default=None)
+    return first is None or start < first
+
+
+def incremental_instants(timeline, start: str | None, end: str | None, archived: ArchivedLoader | None = None) -> list:
+    """The completed commit-like instants an incremental query over (start, end] reads (`WindowCommits`: by
+    instant time on layout 1, by completion time on layout 2, archived ones included on layout 2)."""
+    return WindowCommits(timeline, start, archived).window(start, end)
 
 
 class IncrementalWindow(NamedTuple):
@@ -119,42 +223,77 @@ class IncrementalWindow(NamedTuple):
         keep = pc.less_equal(commit_times, self.as_of)
         return keep if self.start is None else pc.and_(keep, pc.greater(commit_times, self.start))
 
+    def counted(self, committed) -> frozenset:
+        """The window's instants that `committed` (a view's `CommittedInstants`: archived ones count) counts: the
+        instants whose base files and log blocks the query reads."""
+        return frozenset(ts for ts in self.instants if ts in committed)
 
-def incremental_window(timeline, start: str | None, end: str | None) -> IncrementalWindow:
+
+def incremental_window(
+    timeline, start: str | None, end: str | None, archived: ArchivedLoader | None = None
+) -> IncrementalWindow:
     """The window of an incremental query over (start, end] (parsed instant times; None: open). Layout 1: read as of
     `end` (or the latest commit), the records with commit times in (start, end]. Layout 2, as Hudi 1.x: read as of
-    the window's last commit, the records its commits wrote."""
-    window = incremental_instants(timeline, start, end)
-    instants = frozenset(i.timestamp for i in window)
+    the window's last commit, the records its commits wrote (archived commits among them)."""
+    return incremental_plan(timeline, start, end, archived)[0]
+
+
+def incremental_plan(
+    timeline, start: str | None, end: str | None, archived: ArchivedLoader | None = None
+) -> tuple[IncrementalWindow, set[tuple[str, str]]]:
+    """The window of an incremental query over (start, end] (`incremental_window`) and the (partition, file id)
+    pairs its commits wrote (from the archived commit metadata for archived ones): what a reader reads."""
+    commits = WindowCommits(timeline, start, archived)
+    instants = frozenset(i.timestamp for i in commits.window(start, end))
     if timeline.layout >= 2:
-        return IncrementalWindow(instants, max(instants, default=None), start, True)
-    commits = timeline.commits_timeline()
-    return IncrementalWindow(instants, end or (commits[-1].timestamp if commits else None), start, False)
+        window = IncrementalWindow(instants, max(instants, default=None), start, True)
+    else:
+        active = timeline.commits_timeline()
+        window = IncrementalWindow(instants, end or (active[-1].timestamp if active else None), start, False)
+    return window, commits.file_groups(instants)
 
 
-def check_incremental_window(timeline, start: str | None, end: str | None, name: str = "end") -> None:
-    """Refuse an incremental window (start, end] (by completion time on layout 2: `incremental_instants`) that Hudi
-    cannot read. Hudi's incremental query reads, of every file
-    group the window's commits wrote, the latest file slice as of `end` made of the files those commits wrote
-    (MergeOnReadIncrementalRelation: a file-system view of the commits' files), and fails on the first one a clean
-    deleted; so is the window refused here, naming the file."""
+def check_incremental_window(
+    timeline, start: str | None, end: str | None, name: str = "end", archived: ArchivedLoader | None = None
+) -> None:
+    """Refuse an incremental window (start, end] (`WindowCommits.window`) that Hudi cannot read. Hudi's incremental
+    query reads, of every file group the window's commits wrote, the latest file slice as of the window's end made
+    of the files those commits wrote (a file-system view of the commits' files; the commits of the archived
+    timeline among them on layout 2), and fails on the first file that is gone (Hudi 0.15 and 1.2: "File ...
+    does not exist"); so is the window refused here, naming the file. A window open at its end reads the latest
+    slices, which the cleaner never deletes."""
+    commits = WindowCommits(timeline, start, archived)
+    window = commits.window(start, end)
     cleaned = cleaned_files(timeline)
-    if not cleaned:
+    reaches_archive = any(commits.is_archived(i.timestamp) for i in window)
+    if not cleaned and not reaches_archive:
         return
+    completion = {i.timestamp: i.completion_time or i.timestamp for i in commits.instants}
     slices: dict[tuple[str, str], dict[str, list[str]]] = {}  # (partition, file id) -> {slice base instant: files}
-    for inst in incremental_instants(timeline, start, end):
-        for stat in timeline.read_commit_metadata(inst.timestamp).all_write_stats():
+    logs: dict[tuple[str, str], list[tuple[str, str]]] = {}  # layout 2: (partition, file id) -> [(completion, file)]
+    for inst in window:
+        for stat in commits.metadata(inst.timestamp).all_write_stats():
             file_name = (stat.path or "").rpartition("/")[2]
+            group_key = (stat.partition_path or "", stat.file_id)
             base, log = parse_base_file_name(file_name), parse_log_file_name(file_name)
-            slice_instant = base.instant if base else log.base_instant if log else None
-            if slice_instant is not None:
-                group = slices.setdefault((stat.partition_path or "", stat.file_id), {})
-                group.setdefault(slice_instant, []).append(file_name)
-    for (partition, _file_id), group in slices.items():
-        # layout 2: a log file's name carries the commit that wrote it, not its slice: every file the window's
-        # commits wrote counts (a cleaned one refuses the window rather than leaving rows out)
-        files = group[max(group)] if timeline.layout < 2 else [f for fs in group.values() for f in fs]
-        gone = [f for f in files if f in cleaned]
+            if base is not None:
+                slices.setdefault(group_key, {}).setdefault(base.instant, []).append(file_name)
+            elif log is not None and timeline.layout < 2:
+                slices.setdefault(group_key, {}).setdefault(log.base_instant, []).append(file_name)
+            elif log is not None:  # layout 2: a log file's name carries the delta commit that wrote it
+                logs.setdefault(group_key, []).append((completion.get(inst.timestamp, inst.timestamp), file_name))
+    listed: dict[str, set[str]] = {}
+    for group_key in sorted(set(slices) | set(logs)):
+        partition = group_key[0]
+        group = slices.get(group_key, {})
+        latest = max(group, default=None)
+        files = list(group[latest]) if latest is not None else []
+        # layout 2, as Hudi 1.x slices a file group: a log file joins the slice with the greatest base instant at or
+        # before its commit's completion time (with no base file of the window's, the logs make one slice)
+        files += [f for done, f in logs.get(group_key, ()) if latest is None or done >= latest]
+        if reaches_archive and partition not in listed:
+            listed[partition] = {info.name for info in timeline.storage.list(partition)}
+        gone = [f for f in files if f in cleaned or (partition in listed and f not in listed[partition])]
         if gone:
             raise HoodieTimeTravelError(
                 f"{timeline.hoodie_dir}: the incremental window ({start}, {end}] reads {partition}/{gone[0]}, which a "
