@@ -41,7 +41,7 @@ def _write(hudi, path, n, options):
 def _archived_commits(hudi, path, name):
     hudi.sql(f"CREATE TABLE IF NOT EXISTS {name} USING hudi LOCATION '{path}'")
     rows = hudi.sql(
-        f"CALL show_archived_commits(table => '{name}', limit => 100, start_ts => '0', end_ts => '99999999999999999')"
+        f"CALL show_archived_commits(table => '{name}', limit => 1000, start_ts => '0', end_ts => '99999999999999999')"
     )
     return {r["commit_time"]: int(r["total_records_written"]) for r in rows}
 

@@ -14,6 +14,7 @@ from hoodie_stream import HoodieTable
 from hoodie_stream.__main__ import main
 from hoodie_stream.format.timeline import lsm_history as lsm
 from hoodie_stream.storage import LocalStorage
+from test_java_hudi_lsm_history import _archived_commits, _records_written
 from test_upgrade import build_archived_table
 
 pytestmark = [pytest.mark.java_hudi]
@@ -39,18 +40,6 @@ def _options(**extra):
     }
 
 
-def _archived_commits(hudi, path, name):
-    hudi.sql(f"CREATE TABLE IF NOT EXISTS {name} USING hudi LOCATION '{path}'")
-    rows = hudi.sql(
-        f"CALL show_archived_commits(table => '{name}', limit => 1000, start_ts => '0', end_ts => '99999999999999999')"
-    )
-    return {r["commit_time"]: int(r["total_records_written"]) for r in rows}
-
-
-def _written(archived, ts):
-    return sum(s.num_writes for s in archived.commit_metadata(ts).all_write_stats())
-
-
 def _same(table, hudi, path, context):
     for ours, options in ((table.read(), jh.snapshot()), (table.read("read_optimized"), jh.read_optimized())):
         ok, why = jh.same_rows(ours, hudi.read(path, options))
@@ -62,7 +51,7 @@ def test_hudi_lists_the_archived_commits_the_command_converted_and_archives_on_t
     table = HoodieTable(path)
     legacy = table.archived_timeline()
     commits = legacy.completed(["commit", "deltacommit"])
-    expected = {i.timestamp: _written(legacy, i.timestamp) for i in commits}
+    expected = {i.timestamp: _records_written(legacy, i.timestamp) for i in commits}
     archived = [(i.timestamp, i.action) for i in legacy.completed()]
     before = table.read()
 
@@ -92,7 +81,7 @@ def test_hudi_lists_the_archived_commits_the_command_converted_and_archives_on_t
     listed = _archived_commits(hudi, path, "up_archived_after")
     assert {ts: n for ts, n in listed.items() if ts in expected} == expected
     assert {ts: n for ts, n in listed.items() if ts not in expected} == {
-        i.timestamp: _written(history, i.timestamp)
+        i.timestamp: _records_written(history, i.timestamp)
         for i in history.completed(["commit", "deltacommit"])
         if i.timestamp not in expected
     }
