@@ -90,7 +90,7 @@ class HoodieStreamSink:
         self._query = ""  # the streaming query this sink holds the lease for
         self._listener = None
         self._created = None  # what the table root held before this micro-batch created the table
-        self._version_checked = False  # the table's version checked (a version this project does not write refused)
+        self._version_checked = False  # the table's properties checked (a version this project does not write refused)
         self._once: tuple[str, bool] | None = None  # (query id, whether its trigger runs once)
         self._bulk_warned = False  # the warning of a bulk insert into a table holding data was given
         self._metrics: BatchMetrics | None = None  # one row per micro-batch (metrics())
@@ -207,8 +207,8 @@ class HoodieStreamSink:
         self._seconds, self._mark, self._bulk_batch, self._chain_jobs = {}, time.monotonic(), False, None
         spark = df.sparkSession
         if not self._version_checked and _has_properties(self.storage):
-            # a table this project reads but does not write (Hudi 1.x's versions 8, 9) is refused before the lease
-            # or anything else touches it
+            # a table of a version this project does not write (or with broken properties) is refused before the
+            # lease or anything else touches it
             TableConfig.load(self.storage)
         self._version_checked = True
         self._hold_for_query(spark, "" if batch_id is None else _query_id(spark))
