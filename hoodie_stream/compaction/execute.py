@@ -109,8 +109,8 @@ def _counted_blocks(blocks, counts, cancelled):
 def _spill_ranges(read, log_paths, counts, cancelled, ordering, ordering_type, cuts, spill):
     """One pass over the log files: each block's records, decoded a chunk at a time, split by key range (range r
     holds the keys k with cuts[r-1] <= k < cuts[r]) into a spill file per block and range (`storage.spill`).
-    Returns each range's pieces in log order: [(spill file, is_delete)]."""
-    pieces: list[list[tuple[str, bool]]] = [[] for _ in range(len(cuts) + 1)]
+    Returns each range's pieces in log order: [(spill file, is_delete, columns of a block of partial updates)]."""
+    pieces: list[list[tuple[str, bool, frozenset[str] | None]]] = [[] for _ in range(len(cuts) + 1)]
     cut_values = [pa.scalar(c, pa.string()) for c in cuts]
     for path in log_paths:
         for b, block in enumerate(_counted_blocks(read(path), counts, cancelled)):
@@ -129,7 +129,7 @@ def _spill_ranges(read, log_paths, counts, cancelled, ordering, ordering_type, c
                     for r in range(len(cuts) + 1):
                         name = f"{len(pieces[r])}-{r}-{b}.arrow"
                         writers.append(spill.writer(name, table.schema))
-                        pieces[r].append((name, version.is_delete))
+                        pieces[r].append((name, version.is_delete, version.columns))
                 for r, writer in enumerate(writers):
                     writer.write_table(table.slice(bounds[r], bounds[r + 1] - bounds[r]))
                 del table, keys, ids, order
@@ -157,7 +157,7 @@ def _stream_base(storage, path, key_filter, log_keys, schema, write_untouched):
             if touched.table.num_rows:
                 touched_parts.append(touched.table)
             del untouched, touched
-    return Version(pa.concat_tables(touched_parts) if touched_parts else empty)
+    return Version(pa.concat_tables(touched_parts) if touched_parts else empty, base=True)
 
 
 def _key_sample(storage, base_path, read, log_paths, counts, cancelled):
@@ -330,7 +330,7 @@ def compact_operation(
                     cuts = [hi for _lo, hi in ranges[:-1]]
                     pieces = _spill_ranges(read, log_paths, counts, cancelled, ordering, ordering_type, cuts, spill)
                     per_range: Iterator[list[Version]] = (
-                        [Version(spill.take(name), is_delete) for name, is_delete in range_pieces]
+                        [Version(spill.take(name), is_delete, columns) for name, is_delete, columns in range_pieces]
                         for range_pieces in pieces
                     )
                 else:

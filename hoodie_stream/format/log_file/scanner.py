@@ -2,7 +2,8 @@
 
 Blocks are taken in log order. A block counts only when its INSTANT_TIME is a completed commit-like instant
 (<= as_of) or older than the active timeline (archived; `timeline.CommittedInstants`); a rollback command block cancels the blocks of its target instant read before it; corrupt blocks
-are skipped. Data blocks become Arrow tables, delete blocks become delete versions.
+are skipped. Data blocks become Arrow tables, delete blocks become delete versions; a block of partial updates
+(IS_PARTIAL) becomes a Version naming the columns its schema has (`merge.lay_over` merges it).
 """
 
 import json
@@ -46,18 +47,16 @@ def iter_block_versions(blocks, ordering_field=None, ordering_type=None, path=""
     """block_versions, one Version at a time; with `chunk_rows`, an AVRO_DATA block decoded that many records at a
     time (a Version each)."""
     for block in blocks:
-        if str(block.header.get(HeaderKey.IS_PARTIAL, "")).lower() == "true":
-            raise HoodieFormatError(
-                f"{path}: a block of partial updates (IS_PARTIAL, written by Hudi 1.x's MERGE INTO) at instant "
-                f"{block.header.get(HeaderKey.INSTANT_TIME)}: merging partial updates is not supported"
-            )
+        partial = is_partial(block)
         if block.block_type == BlockType.AVRO_DATA:
             starts, ends = avro_record_bounds(block.content)
             step = max(chunk_rows or len(starts), 1)
+            columns = _schema_columns(block) if partial else None
             for i in range(0, max(len(starts), 1), step):  # an empty block is one empty Version
-                yield Version(block_records(block, slice(i, i + step), (starts, ends)))
+                yield Version(block_records(block, slice(i, i + step), (starts, ends)), columns=columns)
         elif block.block_type == BlockType.PARQUET_DATA:
-            yield Version(read_parquet_content(block.content))
+            table = read_parquet_content(block.content)
+            yield Version(table, columns=table.column_names if partial else None)
         elif block.block_type == BlockType.DELETE:
             entries = parse_delete_content(block.content, with_wrapper=True)
             keys = [e[0] for e in entries]
@@ -66,6 +65,16 @@ def iter_block_versions(blocks, ordering_field=None, ordering_type=None, path=""
             yield delete_version(keys, partitions, values, ordering_field, ordering_type)
         else:
             raise HoodieFormatError(f"{path}: log block type {block.block_type!r} cannot be read here")
+
+
+def is_partial(block):
+    """Whether a data block holds partial updates (header IS_PARTIAL "true", written by Hudi 1.x's MERGE INTO on
+    table version 8 and later): its SCHEMA holds the meta fields and a subset of the table's columns."""
+    return str(block.header.get(HeaderKey.IS_PARTIAL, "")).lower() == "true"
+
+
+def _schema_columns(block):
+    return [f["name"] for f in json.loads(block.header[HeaderKey.SCHEMA])["fields"]]
 
 
 def block_records(block, rows=slice(None), bounds=None):

@@ -191,11 +191,11 @@ class TableReader:
         mode, ordering = self.merge_rule(schema)
         versions = []
         if fs.base_file:
-            base = Version(read_base_file(self.storage, fs.base_file_path))
+            base = Version(read_base_file(self.storage, fs.base_file_path), base=True)
             versions.append(base if self.meta_fields else self._with_generated_keys(base))
         versions += self.log_versions(fs.log_file_paths, committed.__contains__, schema)
         if keys is not None:
-            versions = [Version(v.table.filter(pc.is_in(v.table[KEY], value_set=keys)), v.is_delete) for v in versions]
+            versions = [v.with_table(v.table.filter(pc.is_in(v.table[KEY], value_set=keys))) for v in versions]
         return merge(versions, schema, mode, ordering, keep_deletes=keep_deletes)
 
     def merge_rule(self, schema: pa.Schema) -> tuple[str, str | None]:
@@ -228,7 +228,7 @@ class TableReader:
             table = table.set_column(table.column_names.index(KEY), KEY, keys)
         else:
             table = table.append_column(KEY, keys)
-        return Version(table, version.is_delete)
+        return version.with_table(table)
 
     def _read_incremental(self, start, end):
         """The latest version (as of the window's end) of the records the window's commits wrote

@@ -8,6 +8,13 @@ a block in row order. Two merge modes, chosen from the table's payload class the
   an ordering value wins by arrival: it removes every earlier version, and any later version beats it.
 
 A version is a delete when it comes from a delete block or its `_hoodie_is_deleted` column is true.
+
+Partial updates (a log block with IS_PARTIAL, written by Hudi 1.x's MERGE INTO: its schema holds the meta fields and
+a subset of the data columns) are merged as Hudi 1.2's file group reader merges them: the log records of a key are
+merged with each other first, in log order, then the result with the base file's record. Of two records, the one
+the mode prefers wins (the newer one under commit-time ordering; the greater ordering value, ties to the newer, under
+event-time ordering); every column the winner's schema has is taken from the winner, the others from the loser, and
+the result's schema is the union of both. A delete on either side is merged as whole records are (`lay_over`).
 """
 
 import numpy as np
@@ -76,13 +83,21 @@ def merge_mode(props):
 
 
 class Version:
-    """One batch of record versions in write order: data rows, or deletes (key + optional ordering value)."""
+    """One batch of record versions in write order: data rows, or deletes (key + optional ordering value).
+    `columns`: for a block of partial updates, the names of the columns its schema has (None: whole records);
+    `base`: the rows of a base file (merged after the log records of their key when partial updates take part)."""
 
-    __slots__ = ("table", "is_delete")
+    __slots__ = ("table", "is_delete", "columns", "base")
 
-    def __init__(self, table, is_delete=False):
+    def __init__(self, table, is_delete=False, columns=None, base=False):
         self.table = table
         self.is_delete = is_delete
+        self.columns = None if columns is None else frozenset(columns)
+        self.base = base
+
+    def with_table(self, table):
+        """The same kind of Version holding `table`."""
+        return Version(table, self.is_delete, self.columns, self.base)
 
 
 def delete_version(keys, partitions, ordering_values, ordering_field, ordering_type):
@@ -123,6 +138,16 @@ def merge_pieces(versions, schema, mode=COMMIT_TIME_ORDERING, ordering_field=Non
     if not any(v.table.num_rows for v in versions):
         return
     versions = versions[:1] + [v for v in versions[1:] if v.table.num_rows]
+    laid = None
+    if any(v.columns is not None for v in versions):
+        versions, laid = _merge_partial(versions, schema, mode, ordering_field, keep_deletes)
+    yield from _merge_whole(versions, schema, mode, ordering_field, keep_deletes)
+    if laid is not None and laid.num_rows:
+        yield laid
+
+
+def _merge_whole(versions, schema, mode, ordering_field, keep_deletes):
+    """merge_pieces of versions of whole records."""
     parts = []
     offset = 0
     for v in versions:
@@ -158,7 +183,7 @@ def split_base(base, touched, schema):
     if not base.is_delete and IS_DELETED in table.column_names:
         passed = pc.and_not(passed, pc.fill_null(table[IS_DELETED], False))
     untouched = _align(table.filter(passed), schema) if not base.is_delete else schema.empty_table()
-    return untouched, Version(table.filter(touched), base.is_delete)
+    return untouched, base.with_table(table.filter(touched))
 
 
 def _finish(table, keep_deletes):
@@ -210,3 +235,95 @@ def _align(table, schema):
         else:
             columns.append(pa.nulls(table.num_rows, f.type))
     return pa.Table.from_arrays(columns, schema=pa.schema([pa.field(f.name, f.type) for f in schema]))
+
+
+# -- partial updates ---------------------------------------------------------------------------------------------
+class _Record:
+    """One version of a key in the merge of partial updates: its values (column -> value), the columns it has (None:
+    all), whether it is a delete, a delete without ordering value (wins by arrival), and its ordering value."""
+
+    __slots__ = ("values", "columns", "delete", "natural", "order")
+
+    def __init__(self, values, columns, delete, natural, order):
+        self.values = values
+        self.columns = columns
+        self.delete = delete
+        self.natural = natural
+        self.order = order
+
+
+def _order_key(value):
+    return (0, 0) if value is None else (1, value)
+
+
+def lay_over(older, newer, mode, ordering_field=None):
+    """The merge of two versions of a key (`_Record`s, `newer` written after `older`), as Hudi 1.2 merges once a
+    partial update takes part. The winner: under event-time ordering a delete without ordering value wins over the
+    older record and loses to the newer one, else the greater ordering value wins, ties to the newer record; under
+    commit-time ordering the newer record. A delete on either side: the winner whole. Else every column of the
+    winner's schema comes from the winner, the others from the loser, the result having the columns of both."""
+    if mode == EVENT_TIME_ORDERING:
+        if newer.natural or older.natural:
+            winner, loser = newer, older
+        elif _order_key(older.order) > _order_key(newer.order):
+            winner, loser = older, newer
+        else:
+            winner, loser = newer, older
+    else:
+        winner, loser = newer, older
+    if winner.delete or loser.delete or winner.columns is None:
+        return winner
+    values = dict(loser.values)
+    values.update((c, winner.values.get(c)) for c in winner.columns)
+    columns = None if loser.columns is None else winner.columns | loser.columns
+    order = values.get(ordering_field) if ordering_field else None
+    return _Record(values, columns, False, False, order)
+
+
+def _merge_partial(versions, schema, mode, ordering_field, keep_deletes):
+    """(the versions without the keys any partial version holds, the merged rows of those keys): each key's log
+    versions laid over one another in order (`lay_over`), then the result over its base version."""
+    if mode == EVENT_TIME_ORDERING and ordering_field:
+        for v in versions:
+            if v.columns is not None and ordering_field not in v.columns:
+                raise HoodieError(
+                    f"a block of partial updates without the ordering field {ordering_field!r} (its columns: "
+                    f"{sorted(v.columns)}): not supported"
+                )
+    keys = pc.unique(
+        pa.chunked_array([v.table[KEY].cast(pa.string()) for v in versions if v.columns is not None]).combine_chunks()
+    )
+    rest, bases, logs = [], {}, {}
+    names = schema.names
+    for v in versions:
+        key_column = v.table[KEY].cast(pa.string())
+        held = pc.is_in(key_column, value_set=keys)
+        rest.append(v.with_table(v.table.filter(pc.invert(held))))
+        if not pc.any(held).as_py():
+            continue
+        table = v.table.filter(held)
+        aligned = _align(table, schema)
+        deleted = _deleted_flags(table, v.is_delete).to_pylist()
+        has = v.columns if v.columns is not None else frozenset(names)
+        for row, delete in zip(aligned.to_pylist(), deleted):
+            order = row.get(ordering_field) if ordering_field else None
+            natural = v.is_delete and mode == EVENT_TIME_ORDERING and order is None
+            values = row if v.columns is None else {c: row[c] for c in names if c in has}
+            record = _Record(values, v.columns, delete, natural, order)
+            held_by = bases if v.base else logs
+            key = row[KEY]
+            held_by[key] = lay_over(held_by[key], record, mode, ordering_field) if key in held_by else record
+    rows, flags = [], []
+    for key in sorted(set(bases) | set(logs)):
+        record = logs.get(key)
+        if key in bases:
+            record = bases[key] if record is None else lay_over(bases[key], record, mode, ordering_field)
+        if record.delete and not keep_deletes:
+            continue
+        rows.append({c: record.values.get(c) for c in names})
+        flags.append(record.delete)
+    out_schema = pa.schema([pa.field(f.name, f.type) for f in schema])
+    laid = pa.Table.from_pylist(rows, schema=out_schema)
+    if keep_deletes:
+        laid = laid.append_column(_DEL, pa.array(flags, pa.bool_()))
+    return rest, laid
