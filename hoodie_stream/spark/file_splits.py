@@ -46,12 +46,16 @@ class FileSplit(InputPartition):
         committed: frozenset[str],
         row_groups: tuple[int, ...] | None = None,
         window: IncrementalWindow | None = None,
+        whole: tuple[FileSlice, frozenset[str]] | None = None,
     ) -> None:
         super().__init__(None)
         self.file_slice = file_slice
         self.committed = committed  # instants whose log blocks count
         self.row_groups = row_groups  # None: the whole slice
         self.window = window  # incremental reads: which rows the window returns
+        # incremental reads: the slice and the instants committed as of the window's end, merged instead when the
+        # window holds partial updates (TableReader.read_window_slice)
+        self.whole = whole
 
     def __repr__(self) -> str:
         fs = self.file_slice
@@ -100,19 +104,20 @@ def plan_incremental(
     for partition in sorted({p for p, _ in touched}):
         if pruner is not None and not pruner.keep(partition):
             continue
-        for fs in view.latest_slices(partition):
-            if (fs.partition, fs.file_id) not in touched:
+        for whole in view.latest_slices(partition):
+            if (whole.partition, whole.file_id) not in touched:
                 continue
+            fs = whole
             if fs.base_file and fs.base_instant not in window.instants:
                 fs = FileSlice(fs.partition, fs.file_id, fs.base_instant, None, fs.log_files, fs.sizes)
-            splits += _splits_of(table, fs, committed, window, max_split_bytes)
+            splits += _splits_of(table, fs, committed, window, max_split_bytes, (whole, view.committed))
     return splits
 
 
-def _splits_of(table, fs, committed, window, max_split_bytes):
+def _splits_of(table, fs, committed, window, max_split_bytes, whole=None):
     """One split per slice; a base-only slice above the split size: one per run of row groups up to that size."""
     if fs.log_files or not fs.base_file or fs.base_size <= max_split_bytes or not table.meta_fields:
-        return [FileSplit(fs, committed, None, window)]
+        return [FileSplit(fs, committed, None, window, whole)]
     with parquet_file(table.storage, fs.base_file_path) as pf:
         metadata = pf.metadata
         sizes = [
@@ -135,7 +140,7 @@ def read_split(table: HoodieTable, split: FileSplit, schema: pa.Schema) -> pa.Ta
     returns them: merged, deletes dropped, meta columns dropped for tables written without them."""
     fs = split.file_slice
     if split.row_groups is None:
-        rows = table.read_slice(fs, split.committed, schema)
+        rows = table.read_window_slice(fs, split.committed, schema, split.whole)
     else:
         with parquet_file(table.storage, fs.base_file_path) as pf:
             base = pf.read_row_groups(list(split.row_groups))

@@ -171,9 +171,13 @@ class TableReader:
         for fs in slices:
             if file_ids is not None and (fs.partition, fs.file_id) not in file_ids:
                 continue
-            if window is not None and fs.base_file and fs.base_instant not in window:
-                fs = FileSlice(fs.partition, fs.file_id, fs.base_instant, None, fs.log_files)
-            tables.append(self.read_slice(fs, committed, schema))
+            if window is None:
+                tables.append(self.read_slice(fs, committed, schema))
+                continue
+            part = fs
+            if fs.base_file and fs.base_instant not in window:
+                part = FileSlice(fs.partition, fs.file_id, fs.base_instant, None, fs.log_files)
+            tables.append(self.read_window_slice(part, committed, schema, (fs, view.committed)))
         if not tables:
             return schema.empty_table()
         return pa.concat_tables(tables)
@@ -188,14 +192,39 @@ class TableReader:
     ) -> pa.Table:
         """Merged records of one file slice; log blocks count only when their instant is in `committed`. With `keys`
         (record keys), only those records are merged and returned."""
-        mode, ordering = self.merge_rule(schema)
+        versions = self.slice_versions(fs, committed, schema)
+        if keys is not None:
+            versions = [v.with_table(v.table.filter(pc.is_in(v.table[KEY], value_set=keys))) for v in versions]
+        return self.merge_versions(versions, schema, keep_deletes)
+
+    def read_window_slice(
+        self,
+        fs: FileSlice,
+        committed: AbstractSet[str],
+        schema: pa.Schema,
+        whole: tuple[FileSlice, AbstractSet[str]] | None = None,
+    ) -> pa.Table:
+        """The merged records of an incremental window's part of a slice (`fs`: its base file only when a window
+        instant wrote it, `committed`: the window's instants). A block of partial updates among them takes the
+        columns it lacks from the versions before it: then `whole` (the slice, the instants committed as of the
+        window's end) is merged instead; the caller keeps the window's records either way."""
+        versions = self.slice_versions(fs, committed, schema)
+        if whole is not None and any(v.columns is not None for v in versions):
+            versions = self.slice_versions(*whole, schema)
+        return self.merge_versions(versions, schema)
+
+    def slice_versions(self, fs: FileSlice, committed: AbstractSet[str], schema: pa.Schema) -> list:
+        """The merge Versions of one file slice: its base file's rows, then its log blocks whose instant is in
+        `committed`."""
         versions = []
         if fs.base_file:
             base = Version(read_base_file(self.storage, fs.base_file_path), base=True)
             versions.append(base if self.meta_fields else self._with_generated_keys(base))
-        versions += self.log_versions(fs.log_file_paths, committed.__contains__, schema)
-        if keys is not None:
-            versions = [v.with_table(v.table.filter(pc.is_in(v.table[KEY], value_set=keys))) for v in versions]
+        return versions + self.log_versions(fs.log_file_paths, committed.__contains__, schema)
+
+    def merge_versions(self, versions: list, schema: pa.Schema, keep_deletes: bool = False) -> pa.Table:
+        """The merged records of `versions` by the table's merge rule."""
+        mode, ordering = self.merge_rule(schema)
         return merge(versions, schema, mode, ordering, keep_deletes=keep_deletes)
 
     def merge_rule(self, schema: pa.Schema) -> tuple[str, str | None]:
