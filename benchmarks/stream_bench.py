@@ -946,6 +946,12 @@ def initial_ratios(res):
         for system, name in (("delta", "delta-rs"), (DELTA_SPARK, "delta-spark")):
             if system in res:
                 out.append((f"sink time / {name} time", sink / statistics.median(res[system]), None, None))
+    for system in [s for s in res if version_of(s, "sink")]:  # --table-version: reported only
+        t = statistics.median(res[system])
+        if "floor" in res:
+            out.append((f"{system} speed / floor speed", statistics.median(res["floor"]) / t, None, None))
+        if system != "sink_v6" and "sink_v6" in res:
+            out.append((f"{system} time / sink_v6 time", t / statistics.median(res["sink_v6"]), None, None))
     return out
 
 
