@@ -4,6 +4,8 @@ requests; it answers each with its own wall times. Systems:
 
 - `hudi`: Apache Hudi 0.15.0's Spark bundle on the oracle's pyspark 3.5 (.venv-hudi, scripts/setup-hudi-oracle.sh):
   its Structured Streaming sink (`writeStream.format("hudi")`), its `bulk_insert` for a first load;
+- `hudi12`: the same with Apache Hudi 1.2.0's Spark bundle (the oracle's other Hudi, same venv): it writes the table
+  version its options ask (`hoodie.write.table.version`: 6, 8 or 9; 9 by default);
 - `delta`: delta-spark on this project's pyspark: `MERGE` in `foreachBatch` (matched and deleted -> delete, matched
   -> update all, not matched and not deleted -> insert all), a plain Delta write for a first load. Its jars are
   in .bench-peers/ (scripts/setup-bench-peers.sh).
@@ -51,6 +53,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from json_child import JsonChild  # noqa: E402  (the Java Hudi oracle's child-process client)
 
 VENV = ROOT / ".venv-hudi"
+HUDI_VERSIONS = {"hudi": "0.15.0", "hudi12": "1.2.0"}  # peer system -> the Hudi bundle it runs
 SETUP = "bash scripts/setup-hudi-oracle.sh"
 
 
@@ -58,9 +61,10 @@ class SparkPeer:
     """The peer process seen from the benchmark: `request(op, ...)` answers as above (an error raises)."""
 
     def __init__(self, system, driver_memory="4g"):
-        if system == "hudi":
-            python, jars = VENV / "bin" / "python", sorted((VENV / "jars" / "hudi-0.15.0").glob("*.jar"))
-            self.name = "Apache Hudi 0.15.0"
+        if system in HUDI_VERSIONS:
+            version = HUDI_VERSIONS[system]
+            python, jars = VENV / "bin" / "python", sorted((VENV / "jars" / f"hudi-{version}").glob("*.jar"))
+            self.name = f"Apache Hudi {version}"
             if not python.exists() or not jars:
                 raise SystemExit(f"{self.name} for the benchmark is not set up ({VENV}): run `{SETUP}`")
         elif system == "delta":
@@ -93,8 +97,8 @@ def session(system, driver_memory, jars):
     sys.path.insert(0, str(ROOT / "tests" / "hudi_oracle"))
     from driver import _session, local_builder
 
-    if system == "hudi":
-        return _session(jars, driver_memory, "hudi-peer")
+    if system in HUDI_VERSIONS:
+        return _session(jars, driver_memory, f"{system}-peer")
     return (
         local_builder(jars, driver_memory, f"{system}-peer")
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
@@ -138,6 +142,7 @@ def _read_batch(progress, n):
 class Peer:
     def __init__(self, system, spark):
         self.system = system
+        self.hudi = system in HUDI_VERSIONS
         self.spark = spark
         self.query = None
         self.watch = None
@@ -150,7 +155,7 @@ class Peer:
             self.spark.conf.set("spark.sql.parquet.compression.codec", req["codec"])
         df = self.spark.read.parquet(req["input"])
         start = time.perf_counter()
-        if self.system == "hudi":
+        if self.hudi:
             options = {**req.get("options", {}), "hoodie.datasource.write.operation": "bulk_insert"}
             df.write.format("hudi").options(**options).mode("overwrite").save(req["path"])
         else:
@@ -165,7 +170,7 @@ class Peer:
         os.makedirs(self.watch + ".staging", exist_ok=True)
         schema = self.spark.read.parquet(req["schema_from"]).schema
         stream = self.spark.readStream.schema(schema).parquet(os.path.join(self.watch, "*"))
-        if self.system == "hudi":
+        if self.hudi:
             writer = stream.writeStream.format("hudi").options(**req.get("options", {})).outputMode("append")
             self.query = writer.option("checkpointLocation", req["checkpoint"]).start(req["path"])
             return {}
@@ -199,7 +204,7 @@ class Peer:
                 break
             time.sleep(0.01)
         seconds = time.perf_counter() - start
-        if self.system == "hudi":
+        if self.hudi:
             self.compacted |= compaction_instants(self.path)[0]
         return {
             "seconds": seconds,
@@ -218,7 +223,8 @@ class Peer:
 
     def count(self, req):
         """The rows of the table at `path` as the system's own reader sees them (not timed) -> {"rows": n}."""
-        return {"rows": self.spark.read.format(self.system).load(req["path"]).count()}
+        fmt = "hudi" if self.hudi else self.system
+        return {"rows": self.spark.read.format(fmt).load(req["path"]).count()}
 
     def compactions(self, req):
         completed, pending = compaction_instants(req["path"])
@@ -229,9 +235,12 @@ class Peer:
 
 def compaction_instants(path):
     """The instant times of the completed and of the pending compactions in the active timeline of the Hudi table
-    at `path` (on a MERGE_ON_READ table a `commit` is a compaction's)."""
-    names = os.listdir(os.path.join(path, ".hoodie"))
-    completed = {n.split(".")[0] for n in names if n.endswith(".commit")}
+    at `path` (on a MERGE_ON_READ table a `commit` is a compaction's). Timeline layout 1 (table version 6) keeps the
+    instants in `.hoodie/`; layout 2 (versions 8, 9) in `.hoodie/timeline/`, a completed one named
+    `<instant>_<completion time>.commit`."""
+    layout2 = os.path.join(path, ".hoodie", "timeline")
+    names = os.listdir(layout2 if os.path.isdir(layout2) else os.path.join(path, ".hoodie"))
+    completed = {n.split(".")[0].split("_")[0] for n in names if n.endswith(".commit")}
     pending = {n.split(".")[0] for n in names if n.endswith((".compaction.requested", ".compaction.inflight"))}
     return completed, pending - completed
 

@@ -59,6 +59,20 @@ of its Spark stages). `--profile` adds a cProfile of the sink's three mapInArrow
          group's records before the batch; the other two modes write nothing more. The summary gives each mode's
          latency against the sink's (its write overhead per CDC batch).
 
+- sink_v6, sink_v8, sink_v9 (`--table-version 6,8,9`: `sink` in --systems becomes one system per version): the
+         sink on a table of its own written at that table version (`hoodie.write.table.version`), built with the same
+         chunks and given the same batches, interleaved (the order rotating from batch to batch); their initial
+         loads beside the sink's. Version 6 names a log file by its slice's base instant, 8 and 9 write one log file
+         per delta commit, named by it, and a timeline of layout 2. `sink_c` becomes sink_c_v6, ... (replayed one
+         after the other, each on a table of its own, as sink_c) and `hudi12` becomes hudi12_v6, ...: Apache Hudi
+         1.2.0's Structured Streaming sink (its defaults, as `hudi`; .venv-hudi's pyspark 3.5, jars of
+         .venv-hudi/jars/hudi-1.2.0) writing that version, replayed as the other peers. The summary gives each
+         version's speed against the floor, its latency against version 6's, and Hudi 1.2.0's latency against the
+         sink's at the same version.
+- `--read-runs N`: at the end, the snapshot read of every Hudi table written (the sinks', sink_c's, Hudi's peers')
+         by `HoodieTable(path).read()` and hudi-rs, N times each, the order alternating, with each table's file
+         slices and log files; the summary gives each version's read time against version 6's.
+
 Table services (for `sink`): compaction scheduling is off unless `--compaction` (then the sink's defaults: a plan every 5 delta
 commits, executed asynchronously on the same two cores); cleaning runs with its defaults.
 
@@ -67,6 +81,7 @@ Run: python benchmarks/stream_bench.py                     # 1M and 6M rows, 10 
      python benchmarks/stream_bench.py --initial-only --initial-runs 3   # the initial load alone, 3 times
      python benchmarks/stream_bench.py --initial-only --initial-sizes 1000000 --systems sink,floor --profile 1
      python benchmarks/stream_bench.py --sizes 6000000 --batches 20 --systems sink,delta
+     python benchmarks/stream_bench.py --systems sink,floor,sink_c,hudi12 --table-version 6,8,9 --read-runs 3
 Needs: bash scripts/setup-bench-peers.sh (delta-rs, delta-spark and its jars, Apache Hudi 0.15.0) for the peers;
 `--systems sink,floor` runs without them.
 """
@@ -289,6 +304,28 @@ def delta_merge(path, batch_dir, codec):
 
 # -- figures -----------------------------------------------------------------------------------------------
 SINK_C = "sink_c"  # the sink with async compaction
+TABLE_VERSIONS = (6, 8, 9)  # the table versions the sink writes (hoodie.write.table.version)
+VERSIONED = ("sink", SINK_C, "hudi12")  # systems that --table-version turns into one system per version
+
+
+def version_of(system, kind):
+    """The table version of a versioned system of `kind` ("sink", "sink_c", "hudi12"): `sink_v8` -> 8 for "sink";
+    None for any other system."""
+    prefix = f"{kind}_v"
+    if system.startswith(prefix) and system[len(prefix) :].isdigit():
+        return int(system[len(prefix) :])
+    return None
+
+
+def expand_versions(systems, versions):
+    """--systems with --table-version: each of `VERSIONED` becomes one system per version (`sink` -> `sink_v6`,
+    `sink_v8`, ...), in place; the others stay."""
+    out = []
+    for system in systems:
+        out += [f"{system}_v{v}" for v in versions] if versions and system in VERSIONED else [system]
+    return out
+
+
 CDC_SYSTEMS = {  # the sink on a table with CDC enabled in each supplemental logging mode
     "cdc_before_after": "DATA_BEFORE_AFTER",
     "cdc_before": "DATA_BEFORE",
@@ -330,7 +367,7 @@ def print_size(size, res, batch_rows):
         med, hi = summarize(rec["lat"])
         lats = " ".join(f"{x:.2f}" for x in rec["lat"])
         print(f"{system:<11} {fmt_s(med)} {fmt_s(hi)} {batch_rows / med:11,.0f}   {lats}")
-    for system in ("sink", "floor"):
+    for system in [s for s in res if s in ("sink", "floor") or version_of(s, "sink")]:
         rec = res.get(system)
         if not rec or not rec["stages"]:
             continue
@@ -339,7 +376,7 @@ def print_size(size, res, batch_rows):
             print(f"  {system}: stage counts vary per batch {sorted(widths)}; per-stage breakdown skipped")
             continue
         k = widths.pop()
-        names = STAGES[system] if k == 3 else [f"stage{i}" for i in range(k)]
+        names = STAGES.get(system, STAGES["sink"]) if k == 3 else [f"stage{i}" for i in range(k)]
         parts = [f"{n} {statistics.median([s[i] for s in rec['stages']]):.3f}s" for i, n in enumerate(names)]
         driver = statistics.median([lat - span for lat, span in zip(rec["lat"], rec["span"])])
         print(
@@ -366,6 +403,121 @@ def ratios(res):
                     statistics.median(res[peer]["lat"]) / sink,
                     goal,
                 )
+    return out
+
+
+def version_ratios(res):
+    """[(name, value)] of the table versions at one size: each version's speed against the floor (floor latency /
+    its latency), its latency against version 6's (same kind: sink_v8 / sink_v6, sink_c_v8 / sink_c_v6), the p99
+    with async compaction against without, and Apache Hudi 1.2.0's latency at a version against the sink's."""
+    out = []
+    med = {system: statistics.median(rec["lat"]) for system, rec in res.items()}
+    for kind in ("sink", SINK_C):
+        for system in [s for s in res if version_of(s, kind)]:
+            if "floor" in med:
+                out.append(
+                    (f"{system} speed / floor speed (floor latency / {system} latency)", med["floor"] / med[system])
+                )
+            base = f"{kind}_v6"
+            if system != base and base in med:
+                out.append((f"{system} latency / {base} latency", med[system] / med[base]))
+    for system in [s for s in res if version_of(s, SINK_C)]:
+        plain = f"sink_v{version_of(system, SINK_C)}"
+        if plain in res:
+            out.append((f"{system} p99 / {plain} p99", p99(res[system]["lat"]) / p99(res[plain]["lat"])))
+    for system in [s for s in res if version_of(s, "hudi12")]:
+        v = version_of(system, "hudi12")
+        for sink in (f"sink_c_v{v}", f"sink_v{v}"):
+            if sink in med:
+                out.append((f"{system} latency / {sink} latency", med[system] / med[sink]))
+        if system != "hudi12_v6" and "hudi12_v6" in med:
+            out.append((f"{system} latency / hudi12_v6 latency", med[system] / med["hudi12_v6"]))
+        if "hudi" in med:
+            out.append((f"{system} latency / hudi (0.15.0) latency", med[system] / med["hudi"]))
+    return out
+
+
+def read_bench(tables, runs, expected):
+    """The snapshot read of each table of `tables` [(system, path)] as it stands at the end: `HoodieTable(path).read()`
+    (all columns) and hudi-rs's `HudiTableBuilder.from_base_uri(path).build().read(HudiReadOptions())`, each timed
+    from opening the table to the last row, `runs` times, the order of the tables reversed and of the two readers
+    swapped from run to run. A reader that fails on a table is reported and left out of it.
+    {system: {"version", "slices", "logs", "max_logs", "seconds": {reader: [s]}, "rows": {reader: n}, "error": {}}}."""
+    from hudi import HudiReadOptions, HudiTableBuilder
+
+    from hoodie_stream.format.hoodie_table import HoodieTable
+
+    def hoodie_stream_read(path):
+        return HoodieTable(path).read().num_rows
+
+    def hudi_rs_read(path):
+        return sum(b.num_rows for b in HudiTableBuilder.from_base_uri(path).build().read(HudiReadOptions()))
+
+    readers = (("hoodie_stream", hoodie_stream_read), ("hudi-rs", hudi_rs_read))
+    out = {}
+    for system, path in tables:
+        table = HoodieTable(path)
+        slices = table.file_slices()
+        logs = slices.column("log_files").to_pylist()
+        out[system] = {
+            "version": int(table.config.props.get("hoodie.table.version", 0)),
+            "slices": len(logs),
+            "logs": sum(logs),
+            "max_logs": max(logs, default=0),
+            "seconds": {name: [] for name, _ in readers},
+            "rows": {},
+            "error": {},
+        }
+    print(f"\n== snapshot reads of the tables written ({runs} run{'s' if runs > 1 else ''}, order alternating) ==")
+    for r in range(runs):
+        for i, (system, path) in enumerate(tables if r % 2 == 0 else tables[::-1]):
+            rec = out[system]
+            for name, fn in readers if (r + i) % 2 == 0 else readers[::-1]:
+                if name in rec["error"]:
+                    continue
+                t0 = time.perf_counter()
+                try:
+                    n = fn(path)
+                except Exception as err:  # noqa: BLE001  (reported, the other reads go on)
+                    rec["error"][name] = f"{type(err).__name__}: {str(err)[:400]}"
+                    print(f"  {system}: {name} failed: {rec['error'][name]}")
+                    continue
+                rec["seconds"][name].append(time.perf_counter() - t0)
+                rec["rows"][name] = n
+    print(
+        f"{'table':<13} {'version':>7} {'slices':>6} {'log files':>9} {'max/slice':>9}   "
+        f"{'HoodieTable.read':>16} {'hudi-rs':>9}  hudi-rs / HoodieTable"
+    )
+    for system, rec in out.items():
+        t = {name: statistics.median(v) if v else None for name, v in rec["seconds"].items()}
+        ours, rs = t["hoodie_stream"], t["hudi-rs"]
+        print(
+            f"{system:<13} {rec['version']:>7} {rec['slices']:>6} {rec['logs']:>9} {rec['max_logs']:>9}   "
+            f"{(fmt_s(ours) if ours else 'failed'):>16} {(fmt_s(rs) if rs else 'failed'):>9}  "
+            f"{(f'{rs / ours:.2f}' if ours and rs else '-')}"
+        )
+        for name, n in rec["rows"].items():
+            if n != expected:
+                print(f"  WARNING: {name} read {n:,} rows of {system}'s table, expected {expected:,}")
+    return out
+
+
+def read_ratios(reads):
+    """[(name, value)] of the snapshot reads: each table's read time against the table of the same kind at version 6
+    (sink_v8 / sink_v6, sink_c_v9 / sink_c_v6, hudi12_v9 / hudi12_v6), per reader; hudi-rs's time / HoodieTable's."""
+    out = []
+    med = {
+        system: {name: statistics.median(v) for name, v in rec["seconds"].items() if v} for system, rec in reads.items()
+    }
+    for system, t in med.items():
+        for kind in ("sink", SINK_C, "hudi12"):
+            base = f"{kind}_v6"
+            if version_of(system, kind) and system != base and base in med:
+                for name in t:
+                    if name in med[base]:
+                        out.append((f"{name} read of {system} / of {base}", t[name] / med[base][name]))
+        if len(t) == 2:
+            out.append((f"{system}: hudi-rs time / HoodieTable.read time", t["hudi-rs"] / t["hoodie_stream"]))
     return out
 
 
@@ -407,6 +559,19 @@ def parse_args(argv):
         help="sink_c: seconds from one measured batch's start to the next (0: back to back, the default)",
     )
     p.add_argument("--compaction", action="store_true", help="let the sink schedule + run async compaction")
+    p.add_argument(
+        "--table-version",
+        default="",
+        help="table versions to write (e.g. 6,8,9): sink, sink_c and hudi12 in --systems become one system per "
+        "version (sink_v6, sink_v8, ...; hudi12_v9: Apache Hudi 1.2.0's streaming sink writing version 9)",
+    )
+    p.add_argument(
+        "--read-runs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="at the end, N snapshot reads of every Hudi table written (HoodieTable.read and hudi-rs, alternating)",
+    )
     p.add_argument("--option", action="append", default=[], metavar="K=V", help="more sink options")
     p.add_argument(
         "--profile",
@@ -433,7 +598,11 @@ def parse_args(argv):
         a.initial_sizes = "200000,1000000"
     a.sizes = [int(float(s)) for s in a.sizes.split(",")]
     a.initial_sizes = [int(float(s)) for s in a.initial_sizes.split(",") if s.strip()]
-    a.systems = [s.strip() for s in a.systems.split(",") if s.strip()]
+    a.table_version = [int(v) for v in a.table_version.split(",") if v.strip()]
+    bad = [v for v in a.table_version if v not in TABLE_VERSIONS]
+    if bad:
+        p.error(f"--table-version {bad}: the sink writes {TABLE_VERSIONS}")
+    a.systems = expand_versions([s.strip() for s in a.systems.split(",") if s.strip()], a.table_version)
     return a
 
 
@@ -467,7 +636,7 @@ def main(argv=None):
 
     codec = parse_options("bench", options).parquet_codec  # every system writes the sink's codec
     sink = HoodieStreamSink(hudi_path, options)  # one writer: it also builds the table (upserts of new keys)
-    cdc_sinks = {
+    cdc_sinks = {  # the sinks on tables of their own: CDC enabled in a logging mode, or a table version
         system: HoodieStreamSink(
             os.path.join(work, system),
             {**options, "hoodie.table.cdc.enabled": "true", "hoodie.table.cdc.supplemental.logging.mode": mode},
@@ -475,7 +644,11 @@ def main(argv=None):
         for system, mode in CDC_SYSTEMS.items()
         if system in systems
     }
-    cdc_ids = dict.fromkeys(cdc_sinks, 0)  # each CDC sink's next batch id
+    for system in systems:
+        if version_of(system, "sink"):
+            version = {"hoodie.write.table.version": str(version_of(system, "sink"))}
+            cdc_sinks[system] = HoodieStreamSink(os.path.join(work, system), {**options, **version})
+    cdc_ids = dict.fromkeys(cdc_sinks, 0)  # each side sink's next batch id
     timed = Timed(spark)
     work_load = Workload()
     results = Results()
@@ -483,6 +656,7 @@ def main(argv=None):
     batch_id = 0
     batch_no = 0
     history = []  # (size, batch dir, measured, mix) in the order applied: replayed by sink_c
+    reads = {}  # table system -> read figures (--read-runs)
     try:
         if args.initial_sizes:
             load_options = {k: v for k, v in options.items() if not k.startswith("compaction.")}
@@ -527,7 +701,7 @@ def main(argv=None):
                 history.append((size, d, measured, mix))
                 turn = k % len(systems)
                 for system in systems[turn:] + systems[:turn]:  # the order rotates from batch to batch
-                    if system == SINK_C or system in PEERS:
+                    if system == SINK_C or version_of(system, SINK_C) or system in PEERS:
                         continue  # replayed after the other systems (below)
                     if system == "sink":
                         el, stages, span = timed(lambda: sink(read(spark, d), batch_id))
@@ -540,6 +714,11 @@ def main(argv=None):
                             lambda system=system: cdc_sinks[system](read(spark, d), cdc_ids[system])
                         )
                         cdc_ids[system] += 1
+                        r = cdc_sinks[system].last_result
+                        if r.num_writes != mix["updates"] + mix["inserts"] or r.num_deletes != mix["deletes"]:
+                            print(
+                                f"  WARNING: {system} wrote {r.num_writes} records and {r.num_deletes} deletes for {mix}"
+                            )
                     elif system == "floor":
                         el, stages, span = timed(lambda: floor(read(spark, d)))
                     elif system == "delta":
@@ -550,7 +729,7 @@ def main(argv=None):
                         raise SystemExit(f"unknown system {system!r}")
                     if measured:
                         results.add(size, system, el, stages, span)
-            if set(systems) - {SINK_C} - set(PEERS):
+            if [s for s in systems if s != SINK_C and not version_of(s, SINK_C) and s not in PEERS]:
                 print_size(size, results.by_size[size], args.batch_rows)
             print(
                 f"  python workers: peak RSS {rss.peak_mb():.0f} MB (one process), "
@@ -566,9 +745,18 @@ def main(argv=None):
                     batch_id += 1
                     if "delta" in systems:  # keep the Delta table in step for --verify
                         delta_merge(delta_path, d, codec)
-        if SINK_C in systems and not args.initial_only:
+        for system in [s for s in systems if (s == SINK_C or version_of(s, SINK_C)) and not args.initial_only]:
+            version = version_of(system, SINK_C)
             replay_with_compaction(
-                spark, timed, results, history, os.path.join(work, "hudi_c"), options, args.batch_rows, args.trigger
+                spark,
+                timed,
+                results,
+                history,
+                os.path.join(work, "hudi_c" if version is None else system),
+                {**options, **({"hoodie.write.table.version": str(version)} if version else {})},
+                args.batch_rows,
+                args.trigger,
+                system,
             )
         for system in [s for s in systems if s in PEERS and not args.initial_only]:
             replay_with_peer(
@@ -589,6 +777,14 @@ def main(argv=None):
                 delta_path if "delta" in systems else None,
                 work_load.live_rows,
             )
+            for system in [s for s in systems if s in cdc_sinks or version_of(s, SINK_C)]:
+                verify(os.path.join(work, system), None, work_load.live_rows, system)
+        if args.read_runs and not args.initial_only:
+            tables = [("sink", hudi_path)] if "sink" in systems else []
+            tables += [(s, os.path.join(work, s)) for s in systems if version_of(s, "sink") or version_of(s, SINK_C)]
+            tables += [(SINK_C, os.path.join(work, "hudi_c"))] if SINK_C in systems else []
+            tables += [(s, os.path.join(work, f"peer-{s}")) for s in systems if PEERS.get(s, ("",))[0] in HUDI_PEERS]
+            reads = read_bench(tables, args.read_runs, work_load.live_rows)
     finally:
         for _size, d, _measured, _mix in history:
             shutil.rmtree(d, ignore_errors=True)
@@ -601,6 +797,13 @@ def main(argv=None):
             shutil.rmtree(work, ignore_errors=True)
 
     print("\n== summary ==")
+    if args.table_version and not args.initial_only:
+        for size in args.sizes:
+            for name, value in version_ratios(results.by_size[size]):
+                print(f"  {size:>11,} rows: {name} = {value:.2f}")
+    if args.read_runs and not args.initial_only:
+        for name, value in read_ratios(reads):
+            print(f"  snapshot read: {name} = {value:.2f}")
     for size, res in initial.items():
         for name, value, goal, met in initial_ratios(res):
             verdict = f"  (goal {goal}: {'met' if met else 'NOT met'})" if goal else ""
@@ -626,9 +829,9 @@ def main(argv=None):
                 f"  {size:>11,} rows: {system} ({CDC_SYSTEMS[system]}) latency / sink latency: median {med:.2f}, "
                 f"p99 {tail:.2f}"
             )
-    if len(args.sizes) > 1 and "sink" in systems and not args.initial_only:
+    if len(args.sizes) > 1 and not args.initial_only:
         first, last = args.sizes[0], args.sizes[-1]
-        for system in systems:
+        for system in [s for s in systems if s in results.by_size[first] and s in results.by_size[last]]:
             a = statistics.median(results.by_size[first][system]["lat"])
             b = statistics.median(results.by_size[last][system]["lat"])
             print(
@@ -652,6 +855,7 @@ def initial_loads(spark, timed, work, sizes, runs, systems, options, driver_memo
 
     codec = parse_options("bench", options).parquet_codec  # the floor writes what the sink's base files hold
     order = [s for s in ("sink", "floor", "delta", "hudi", DELTA_SPARK) if s in systems]
+    order[1:1] = [s for s in systems if version_of(s, "sink")]  # the sink at each table version, beside it
     peers = {}
     try:
         for system, peer_system in (("hudi", "hudi"), (DELTA_SPARK, "delta")):
@@ -700,8 +904,11 @@ def load_once(spark, timed, system, batch_dir, target, options, codec, peers):
     from hoodie_stream.streaming_sink.sink import HoodieStreamSink
 
     try:
-        if system == "sink":
-            sink = HoodieStreamSink(target, options)
+        if system == "sink" or version_of(system, "sink"):
+            version = version_of(system, "sink")
+            sink = HoodieStreamSink(
+                target, {**options, **({"hoodie.write.table.version": str(version)} if version else {})}
+            )
             try:
                 el, stages, _span = timed(lambda: sink(read(spark, batch_dir), 0))
             finally:
@@ -739,21 +946,28 @@ def initial_ratios(res):
         for system, name in (("delta", "delta-rs"), (DELTA_SPARK, "delta-spark")):
             if system in res:
                 out.append((f"sink time / {name} time", sink / statistics.median(res[system]), None, None))
+    for system in [s for s in res if version_of(s, "sink")]:  # --table-version: reported only
+        t = statistics.median(res[system])
+        if "floor" in res:
+            out.append((f"{system} speed / floor speed", statistics.median(res["floor"]) / t, None, None))
+        if system != "sink_v6" and "sink_v6" in res:
+            out.append((f"{system} time / sink_v6 time", t / statistics.median(res["sink_v6"]), None, None))
     return out
 
 
-def replay_with_compaction(spark, timed, results, history, path, options, batch_rows, trigger):
+def replay_with_compaction(spark, timed, results, history, path, options, batch_rows, trigger, system=SINK_C):
     """sink_c: a second table given exactly the same batches, in the same order, by a sink with the default
     asynchronous compaction (a plan every 5 delta commits); it runs alone, after the other systems, so neither
     disturbs the other's figures. Its measured batches are the same CDC batches the sink's figures come from.
     Batches start every `trigger` seconds (start to start, as Spark's ProcessingTime trigger: a batch that takes
-    longer is followed at once); 0 runs them back to back."""
+    longer is followed at once); 0 runs them back to back. `system`: the name its figures go under (sink_c_v8: the
+    options ask for table version 8)."""
     from hoodie_stream.streaming_sink.sink import HoodieStreamSink
 
     opts = {k: v for k, v in options.items() if not k.startswith("compaction.")}
     sink_c = HoodieStreamSink(path, opts)
     print(
-        f"\n== {SINK_C}: the same {len(history)} batches into a second table, async compaction on, measured "
+        f"\n== {system}: the same {len(history)} batches into a second table, async compaction on, measured "
         f"batches started every {trigger:g}s =="
     )
     try:
@@ -765,19 +979,19 @@ def replay_with_compaction(spark, timed, results, history, path, options, batch_
             next_start = time.monotonic() + trigger
             el, stages, span = timed(lambda: sink_c(read(spark, d), batch_id))
             if mix is None:
-                print(f"  build: {SINK_C} inserted into a table of {size:,} rows in {el:.1f}s")
+                print(f"  build: {system} inserted into a table of {size:,} rows in {el:.1f}s")
             if measured:
-                results.add(size, SINK_C, el, stages, span)
+                results.add(size, system, el, stages, span)
             if size != current and current is not None:
-                print_size(current, {SINK_C: results.by_size[current][SINK_C]}, batch_rows)
+                print_size(current, {system: results.by_size[current][system]}, batch_rows)
             current = size
-        print_size(current, {SINK_C: results.by_size[current][SINK_C]}, batch_rows)
+        print_size(current, {system: results.by_size[current][system]}, batch_rows)
         services = sink_c.services
         from hoodie_stream.compaction.plan import pending_plans
         from hoodie_stream.format.timeline.active_timeline import Timeline
 
         print(
-            f"  compactions completed while {SINK_C} ran: {services.completed_count}; plans still pending at the "
+            f"  compactions completed while {system} ran: {services.completed_count}; plans still pending at the "
             f"end: {len(pending_plans(Timeline(path)))}; errors: {len(services.errors)}"
         )
     finally:
@@ -796,6 +1010,10 @@ PEERS = {  # system -> (benchmarks/spark_peer.py's system, its name)
     "hudi_bucket": ("hudi", "Apache Hudi 0.15.0"),
     DELTA_SPARK: ("delta", "delta-spark 4.4.0"),
 }
+HUDI_PEERS = ("hudi", "hudi12")  # spark_peer.py's Hudi systems: 0.15.0 and 1.2.0
+for _v in TABLE_VERSIONS:  # Apache Hudi 1.2.0's streaming sink, its defaults, writing table version _v
+    HUDI_SYSTEMS[f"hudi12_v{_v}"] = {"hoodie.write.table.version": str(_v), "hoodie.write.auto.upgrade": "false"}
+    PEERS[f"hudi12_v{_v}"] = ("hudi12", "Apache Hudi 1.2.0")
 
 
 def hudi_options(system, buckets, partition_field=""):
@@ -829,7 +1047,7 @@ def peer_stream(system, work, driver_memory, buckets, codec, schema_from, load=N
 
     peer_system = PEERS[system][0]
     path = os.path.join(work, f"peer-{system}")
-    if peer_system == "hudi":
+    if peer_system in HUDI_PEERS:
         options = {**hudi_options(system, buckets, partition_field), "hoodie.parquet.compression.codec": codec}
     else:
         options = {}
@@ -837,7 +1055,7 @@ def peer_stream(system, work, driver_memory, buckets, codec, schema_from, load=N
     try:
         loaded = None
         if load is not None:
-            partition_by = [partition_field] if partition_field and peer_system != "hudi" else []
+            partition_by = [partition_field] if partition_field and peer_system not in HUDI_PEERS else []
             answer = peer.request(
                 "load", input=load, path=path, options=options, codec=codec, partition_by=partition_by
             )
@@ -887,12 +1105,12 @@ def replay_with_peer(system, results, history, work, batch_rows, trigger, driver
             print(
                 f"  verify: {system} table has {n:,} rows, expected {expected:,}: {'ok' if n == expected else 'WRONG'}"
             )
-        if PEERS[system][0] == "hudi":
+        if PEERS[system][0] in HUDI_PEERS:
             c = peer.request("compactions", path=path)
             print(f"  compactions completed while {system} ran: {c['completed']}; pending at the end: {c['pending']}")
 
 
-def verify(hudi_path, delta_path, expected):
+def verify(hudi_path, delta_path, expected, name="Hudi"):
     if delta_path:
         from deltalake import DeltaTable
 
@@ -902,7 +1120,7 @@ def verify(hudi_path, delta_path, expected):
         from hoodie_stream.format.hoodie_table import HoodieTable
 
         n = HoodieTable(hudi_path).read(columns=["id"]).num_rows
-        print(f"  verify: Hudi table has {n:,} rows, expected {expected:,}: {'ok' if n == expected else 'WRONG'}")
+        print(f"  verify: {name} table has {n:,} rows, expected {expected:,}: {'ok' if n == expected else 'WRONG'}")
 
 
 if __name__ == "__main__":
