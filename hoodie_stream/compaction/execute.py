@@ -45,7 +45,7 @@ from ..format.hoodie_table import HoodieTable
 from ..format.log_file.log_block import ROLLBACK_COMMAND, BlockType, HeaderKey
 from ..format.log_file.reader import read_log_file
 from ..format.log_file.scanner import block_keys, block_versions, iter_block_versions
-from ..format.record.merge import KEY, Version, merge_mode, merge_pieces, split_base
+from ..format.record.merge import COMMIT_TIME_ORDERING, KEY, MergeMode, Version, merge_mode, merge_pieces, split_base
 from ..format.table.markers import create_marker
 from ..format.timeline.active_timeline import CommittedInstants
 from ..format.timeline.commit_metadata import WriteStat
@@ -138,7 +138,7 @@ def _spill_ranges(read, log_paths, counts, cancelled, ordering, ordering_type, c
     return pieces
 
 
-def _stream_base(storage, path, key_filter, log_keys, schema, write_untouched):
+def _stream_base(storage, path, key_filter, log_keys, schema, write_untouched, mode=None):
     """The base file a batch at a time, filtered to a key range (key_filter None: all): its rows whose key no log
     holds (`log_keys`) go to `write_untouched` batch by batch (aligned to `schema`, deleted rows dropped), its other
     rows are returned as a Version, to merge with the log records. Only a batch and the touched rows are held."""
@@ -150,7 +150,7 @@ def _stream_base(storage, path, key_filter, log_keys, schema, write_untouched):
             del batch
             if key_filter is not None:
                 chunk = key_filter(chunk)
-            untouched, touched = split_base(Version(chunk), pc.is_in(chunk[KEY], value_set=log_keys), schema)
+            untouched, touched = split_base(Version(chunk), pc.is_in(chunk[KEY], value_set=log_keys), schema, mode)
             del chunk
             if untouched.num_rows:
                 write_untouched(untouched)
@@ -247,9 +247,12 @@ def compact_operation(
     table = HoodieTable(storage)
     schema = table.arrow_schema()
     avro = with_meta_fields(table.avro_schema())
-    mode, ordering = merge_mode(table.config.props)
+    mode, ordering = merge_mode(table.config.props, merge_properties=True)
     if ordering and ordering not in schema.names:
-        mode, ordering = "COMMIT_TIME_ORDERING", None
+        mode, ordering = (
+            mode.with_mode(COMMIT_TIME_ORDERING) if isinstance(mode, MergeMode) else COMMIT_TIME_ORDERING,
+            None,
+        )
     ordering_type = schema.field(ordering).type if ordering else None
     partition = op.partition
     file_id = op.file_id
@@ -315,7 +318,9 @@ def compact_operation(
                 )
                 # with the replaced file's bloom filter taken over, the untouched rows' keys are not added
                 untouched_keys = (lambda keys: keys.slice(0, 0)) if seeded else None
-                touched = _stream_base(storage, base_path, None, log_keys, schema, lambda t: write(t, untouched_keys))
+                touched = _stream_base(
+                    storage, base_path, None, log_keys, schema, lambda t: write(t, untouched_keys), mode
+                )
                 del log_keys
                 base_keys = touched.table[KEY].combine_chunks()
                 logs = decoding.result()
@@ -342,7 +347,7 @@ def compact_operation(
                         in_logs = [c for v in versions for c in v.table[KEY].cast(pa.string()).chunks]
                         log_keys = pc.unique(pa.chunked_array(in_logs, pa.string()).combine_chunks())
                         keep = _range_filter(lo, hi)
-                        versions.insert(0, _stream_base(storage, base_path, keep, log_keys, schema, write))
+                        versions.insert(0, _stream_base(storage, base_path, keep, log_keys, schema, write, mode))
                         del in_logs, log_keys
                     for merged in merge_pieces(versions, schema, mode, ordering):
                         write(merged)

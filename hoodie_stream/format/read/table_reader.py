@@ -18,7 +18,7 @@ from ..base_file.parquet import read_base_file
 from ..file_group.fs_view import FileSlice, FileSystemView
 from ..log_file.scanner import slice_versions
 from ..record.keygen import KeyGenerator, make_key_generator
-from ..record.merge import COMMIT_TIME_ORDERING, KEY, Version, merge, merge_mode
+from ..record.merge import COMMIT_TIME_ORDERING, KEY, MergeMode, Version, merge, merge_mode
 from ..table.config import TableConfig, timeline_layout
 from ..timeline.active_timeline import Timeline
 from ..timeline.archived import Archived, load_archived_timeline
@@ -228,11 +228,11 @@ class TableReader:
         return merge(versions, schema, mode, ordering, keep_deletes=keep_deletes)
 
     def merge_rule(self, schema: pa.Schema) -> tuple[str, str | None]:
-        """(merge mode, ordering field) for records of `schema`: the table's, or commit-time ordering when the
-        ordering field is not one of its columns."""
-        mode, ordering = merge_mode(self.config.props)
+        """(merge mode, ordering field) for records of `schema`: the table's (a `MergeMode` when it has a partial-update
+        mode or merge properties), or commit-time ordering when the ordering field is not one of its columns."""
+        mode, ordering = merge_mode(self.config.props, merge_properties=True)
         if ordering and ordering not in schema.names:
-            return COMMIT_TIME_ORDERING, None
+            return (mode.with_mode(COMMIT_TIME_ORDERING) if isinstance(mode, MergeMode) else COMMIT_TIME_ORDERING), None
         return mode, ordering
 
     def log_versions(self, log_paths: Sequence[str], counts: Callable[[str], bool], schema: pa.Schema) -> list:

@@ -44,27 +44,88 @@ EVENT_TIME_PAYLOADS = {
 }
 
 
+PARTIAL_UPDATE_MODE = "hoodie.table.partial.update.mode"
+IGNORE_DEFAULTS = "IGNORE_DEFAULTS"
+FILL_UNAVAILABLE = "FILL_UNAVAILABLE"
+MERGE_PROPERTY = "hoodie.record.merge.property."
+DELETE_FIELD = "hoodie.payload.delete.field"
+DELETE_MARKER = "hoodie.payload.delete.marker"
+UNAVAILABLE_VALUE = "hoodie.write.partial.update.unavailable.value"
+
+
+class MergeMode(str):
+    """A merge mode (COMMIT_TIME_ORDERING or EVENT_TIME_ORDERING, equal to that string) with what a version 9 table's
+    hoodie.properties adds to it: `partial` (None, IGNORE_DEFAULTS or FILL_UNAVAILABLE: which columns of the winning
+    record keep the losing record's value), `unavailable` (FILL_UNAVAILABLE's marker value) and `delete_field` /
+    `delete_marker` (a record whose `delete_field` holds `delete_marker` is a delete)."""
+
+    partial: str | None
+    unavailable: str | None
+    delete_field: str | None
+    delete_marker: str | None
+
+    def __new__(cls, mode, partial=None, unavailable=None, delete_field=None, delete_marker=None):
+        self = super().__new__(cls, mode)
+        self.partial = partial
+        self.unavailable = unavailable
+        self.delete_field = delete_field
+        self.delete_marker = delete_marker
+        return self
+
+    def with_mode(self, mode):
+        """The same merge properties under `mode`."""
+        return MergeMode(mode, self.partial, self.unavailable, self.delete_field, self.delete_marker)
+
+
+def _props_of(mode):
+    """(partial mode, unavailable value, delete field, delete marker) of a mode (a plain string: none)."""
+    if isinstance(mode, MergeMode):
+        return mode.partial, mode.unavailable, mode.delete_field, mode.delete_marker
+    return None, None, None, None
+
+
 def ordering_field(props):
     """The table's ordering (precombine) field, or None: `hoodie.table.precombine.field`, or the name Hudi 1.x writes
     instead, also into version 6 tables, `hoodie.table.ordering.fields` (one field: several are refused by name)."""
     field = props.get("hoodie.table.precombine.field") or props.get("hoodie.table.ordering.fields") or None
     if field and "," in field:
-        raise HoodieError(f"the table orders records by several fields ({field}); one ordering field is supported")
+        raise HoodieError(
+            f"the table orders records by several fields (hoodie.table.ordering.fields={field}): one ordering field "
+            "is supported"
+        )
     return field
 
 
-def merge_mode(props):
-    """(mode, ordering field or None) from hoodie.properties-style props. A version 9 table's partial-update mode and
-    merge properties (what Hudi 1.1 made of the partial-update and Debezium payloads: keep-the-old-value and delete
-    markers) are refused, naming the key: records are merged whole here."""
-    partial = (props.get("hoodie.table.partial.update.mode") or "").strip()
-    if partial and partial.upper() != "NONE":
+def merge_mode(props, merge_properties=False):
+    """(mode, ordering field or None) from hoodie.properties-style props.
+
+    A version 9 table's partial-update mode and merge properties (what Hudi 1.1 made of the partial-update, Debezium
+    and DMS payloads): with `merge_properties` (the readers and compaction) the mode is a `MergeMode` carrying
+    them: `hoodie.table.partial.update.mode` IGNORE_DEFAULTS or FILL_UNAVAILABLE, and the merge properties
+    `hoodie.record.merge.property.hoodie.payload.delete.field` / `.delete.marker` and
+    `...hoodie.write.partial.update.unavailable.value`; any other value or merge property is refused, naming the key.
+    Without it (the writers) a table with any of them is refused."""
+    partial = (props.get(PARTIAL_UPDATE_MODE) or "").strip().upper() or None
+    if partial == "NONE":
+        partial = None
+    extra = {k[len(MERGE_PROPERTY) :]: v for k, v in props.items() if k.startswith(MERGE_PROPERTY)}
+    if not merge_properties:
+        if partial:
+            raise HoodieError(f"the table merges partial updates ({PARTIAL_UPDATE_MODE}={partial}): not supported")
+        if extra:
+            keys = ", ".join(sorted(MERGE_PROPERTY + k for k in extra))
+            raise HoodieError(f"the table merges records with merge properties ({keys}): not supported")
+    if partial not in (None, IGNORE_DEFAULTS, FILL_UNAVAILABLE):
+        raise HoodieError(f"unknown partial update mode ({PARTIAL_UPDATE_MODE}={partial}): not supported")
+    unknown = sorted(MERGE_PROPERTY + k for k in extra if k not in (DELETE_FIELD, DELETE_MARKER, UNAVAILABLE_VALUE))
+    if unknown:
+        raise HoodieError(f"the table merges records with merge properties ({', '.join(unknown)}): not supported")
+    delete_field, delete_marker = extra.get(DELETE_FIELD) or None, extra.get(DELETE_MARKER) or None
+    if (delete_field is None) != (delete_marker is None):
         raise HoodieError(
-            f"the table merges partial updates (hoodie.table.partial.update.mode={partial}): not supported"
+            f"the table has only one of {MERGE_PROPERTY}{DELETE_FIELD} and {MERGE_PROPERTY}{DELETE_MARKER}"
         )
-    markers = sorted(k for k in props if k.startswith("hoodie.record.merge.property."))
-    if markers:
-        raise HoodieError(f"the table merges records with merge properties ({', '.join(markers)}): not supported")
+    unavailable = extra.get(UNAVAILABLE_VALUE)
     ordering = ordering_field(props)
     explicit = props.get("hoodie.record.merge.mode")
     if explicit in (COMMIT_TIME_ORDERING, EVENT_TIME_ORDERING):
@@ -79,6 +140,10 @@ def merge_mode(props):
             mode = COMMIT_TIME_ORDERING
     if mode == EVENT_TIME_ORDERING and not ordering:
         mode = COMMIT_TIME_ORDERING
+    if partial or delete_field or unavailable is not None:
+        mode = MergeMode(
+            mode, partial, unavailable if partial == FILL_UNAVAILABLE else None, delete_field, delete_marker
+        )
     return mode, ordering
 
 
@@ -108,13 +173,23 @@ def delete_version(keys, partitions, ordering_values, ordering_field, ordering_t
     return Version(pa.table(columns), is_delete=True)
 
 
-def _deleted_flags(table, is_delete):
+def _deleted_flags(table, is_delete, mode=None):
+    """Whether each row of a version is a delete: a delete block's, `_hoodie_is_deleted` true, or (a `MergeMode`
+    with a delete field) the delete field's value, as a string, equal to the delete marker."""
     n = table.num_rows
     if is_delete:
         return pa.array(np.ones(n, dtype=bool))
+    flags = None
     if IS_DELETED in table.column_names:
-        return pc.fill_null(table[IS_DELETED], False).combine_chunks()
-    return pa.array(np.zeros(n, dtype=bool))
+        flags = pc.fill_null(table[IS_DELETED], False).combine_chunks()
+    _partial, _unavailable, field, marker = _props_of(mode)
+    if field and field in table.column_names:
+        column = table[field]
+        if not pa.types.is_string(column.type):
+            column = column.cast(pa.string())
+        marked = pc.fill_null(pc.equal(column, pa.scalar(marker, pa.string())), False).combine_chunks()
+        flags = marked if flags is None else pc.or_(flags, marked)
+    return pa.array(np.zeros(n, dtype=bool)) if flags is None else flags
 
 
 def merge(versions, schema, mode=COMMIT_TIME_ORDERING, ordering_field=None, keep_deletes=False):
@@ -134,13 +209,18 @@ def merge_pieces(versions, schema, mode=COMMIT_TIME_ORDERING, ordering_field=Non
     """merge(), as the tables whose concatenation is its result, each yielded as soon as it is known: first the
     rows of the first version (the base file) that no later version touches, passed straight through, then the
     winners of the contested keys. A caller can write the first while the second is worked out. The first version
-    stays the base even when it is empty: the later ones are then all contested."""
+    stays the base even when it is empty: the later ones are then all contested.
+
+    Under a `MergeMode` with a partial-update mode, the keys of which some version has a value to fill (a null
+    under IGNORE_DEFAULTS, the unavailable value under FILL_UNAVAILABLE) are merged as partial updates are
+    (`lay_over`); the others whole."""
     if not any(v.table.num_rows for v in versions):
         return
     versions = versions[:1] + [v for v in versions[1:] if v.table.num_rows]
     laid = None
-    if any(v.columns is not None for v in versions):
-        versions, laid = _merge_partial(versions, schema, mode, ordering_field, keep_deletes)
+    fill = _fill_keys(versions, schema, mode) if len(versions) > 1 else None
+    if fill is not None or any(v.columns is not None for v in versions):
+        versions, laid = _merge_partial(versions, schema, mode, ordering_field, keep_deletes, fill)
     yield from _merge_whole(versions, schema, mode, ordering_field, keep_deletes)
     if laid is not None and laid.num_rows:
         yield laid
@@ -155,7 +235,7 @@ def _merge_whole(versions, schema, mode, ordering_field, keep_deletes):
         n = t.num_rows
         seq = pa.array(np.arange(offset, offset + n, dtype=np.int64))
         offset += n
-        deleted = _deleted_flags(v.table, v.is_delete)
+        deleted = _deleted_flags(v.table, v.is_delete, mode)
         if v.is_delete and ordering_field and mode == EVENT_TIME_ORDERING:
             natural = pc.is_null(t[ordering_field]).combine_chunks()
         else:
@@ -174,14 +254,14 @@ def _merge_whole(versions, schema, mode, ordering_field, keep_deletes):
     yield _finish(winners, keep_deletes)
 
 
-def split_base(base, touched, schema):
+def split_base(base, touched, schema, mode=None):
     """The base version (the first) split by `touched` (a boolean per row: a later version holds its key):
     (its rows no later version touches, aligned to `schema` and without its deleted rows, as merge_pieces yields
     them first; a Version of its touched rows, to merge with the later versions)."""
     table = base.table
     passed = pc.invert(touched)
-    if not base.is_delete and IS_DELETED in table.column_names:
-        passed = pc.and_not(passed, pc.fill_null(table[IS_DELETED], False))
+    if not base.is_delete:
+        passed = pc.and_not(passed, _deleted_flags(table, False, mode))
     untouched = _align(table.filter(passed), schema) if not base.is_delete else schema.empty_table()
     return untouched, base.with_table(table.filter(touched))
 
@@ -261,7 +341,10 @@ def lay_over(older, newer, mode, ordering_field=None):
     partial update takes part. The winner: under event-time ordering a delete without ordering value wins over the
     older record and loses to the newer one, else the greater ordering value wins, ties to the newer record; under
     commit-time ordering the newer record. A delete on either side: the winner whole. Else every column of the
-    winner's schema comes from the winner, the others from the loser, the result having the columns of both."""
+    winner's schema comes from the winner, the others from the loser, the result having the columns of both.
+    A whole winner under a `MergeMode`'s partial-update mode (Hudi 1.2's PartialUpdateHandler): each of its columns
+    holding null (IGNORE_DEFAULTS: Spark's nullable columns default to null) or, if a string or binary column,
+    the unavailable value (FILL_UNAVAILABLE) takes the loser's value; the winner keeps its ordering value."""
     if mode == EVENT_TIME_ORDERING:
         if newer.natural or older.natural:
             winner, loser = newer, older
@@ -271,8 +354,10 @@ def lay_over(older, newer, mode, ordering_field=None):
             winner, loser = newer, older
     else:
         winner, loser = newer, older
-    if winner.delete or loser.delete or winner.columns is None:
+    if winner.delete or loser.delete:
         return winner
+    if winner.columns is None:
+        return _fill(winner, loser, mode)
     values = dict(loser.values)
     values.update((c, winner.values.get(c)) for c in winner.columns)
     columns = None if loser.columns is None else winner.columns | loser.columns
@@ -280,9 +365,72 @@ def lay_over(older, newer, mode, ordering_field=None):
     return _Record(values, columns, False, False, order)
 
 
-def _merge_partial(versions, schema, mode, ordering_field, keep_deletes):
-    """(the versions without the keys any partial version holds, the merged rows of those keys): each key's log
-    versions laid over one another in order (`lay_over`), then the result over its base version."""
+def _fill(winner, loser, mode):
+    """`winner` with its values to fill (`lay_over`) taken from `loser`."""
+    partial, unavailable, _field, _marker = _props_of(mode)
+    if partial == IGNORE_DEFAULTS:
+        fills = [c for c, v in winner.values.items() if v is None]
+    elif partial == FILL_UNAVAILABLE and unavailable is not None:
+        marks = (unavailable, unavailable.encode())
+        fills = [c for c, v in winner.values.items() if isinstance(v, (str, bytes)) and v in marks]
+    else:
+        return winner
+    if not fills:
+        return winner
+    values = dict(winner.values)
+    values.update((c, loser.values.get(c)) for c in fills)
+    return _Record(values, None, False, False, winner.order)
+
+
+def _fill_keys(versions, schema, mode):
+    """Under a `MergeMode` with a partial-update mode, the keys of the later versions (as strings) of which a row of
+    any version has a value to fill in a column not null in every version (`lay_over`); else None (also when
+    there are none)."""
+    partial, unavailable, _field, _marker = _props_of(mode)
+    if partial is None or (partial == FILL_UNAVAILABLE and unavailable is None):
+        return None
+    rows = [v.table for v in versions if not v.is_delete and v.columns is None]
+    if partial == IGNORE_DEFAULTS:
+        names = [
+            f.name
+            for f in schema
+            if f.name != KEY
+            and any(f.name in t.column_names for t in rows)
+            and any(t[f.name].null_count < t.num_rows for t in rows if f.name in t.column_names)
+        ]
+    else:
+        names = [
+            f.name
+            for f in schema
+            if pa.types.is_string(f.type) or pa.types.is_large_string(f.type) or pa.types.is_binary(f.type)
+        ]
+    found = []
+    for t in rows:
+        mask = None
+        for name in names:
+            if name not in t.column_names:
+                continue
+            column = t[name]
+            if partial == IGNORE_DEFAULTS:
+                hit = pc.is_null(column)
+            else:
+                mark = unavailable if not pa.types.is_binary(column.type) else unavailable.encode()
+                hit = pc.fill_null(pc.equal(column, pa.scalar(mark, column.type)), False)
+            mask = hit if mask is None else pc.or_(mask, hit)
+        if mask is not None and pc.any(mask).as_py():
+            found.append(t[KEY].filter(mask).cast(pa.string()))
+    if not found:
+        return None
+    later = pa.chunked_array([v.table[KEY].cast(pa.string()) for v in versions[1:]], pa.string())
+    keys = pc.unique(pa.chunked_array(found, pa.string()).combine_chunks())
+    keys = keys.filter(pc.is_in(keys, value_set=pc.unique(later.combine_chunks())))
+    return keys if len(keys) else None
+
+
+def _merge_partial(versions, schema, mode, ordering_field, keep_deletes, fill=None):
+    """(the versions without the keys any partial version holds (or `fill` holds: keys to merge by `lay_over` for a
+    partial-update mode), the merged rows of those keys): each key's log versions laid over one another in order
+    (`lay_over`), then the result over its base version."""
     if mode == EVENT_TIME_ORDERING and ordering_field:
         for v in versions:
             if v.columns is not None and ordering_field not in v.columns:
@@ -290,9 +438,10 @@ def _merge_partial(versions, schema, mode, ordering_field, keep_deletes):
                     f"a block of partial updates without the ordering field {ordering_field!r} (its columns: "
                     f"{sorted(v.columns)}): not supported"
                 )
-    keys = pc.unique(
-        pa.chunked_array([v.table[KEY].cast(pa.string()) for v in versions if v.columns is not None]).combine_chunks()
-    )
+    held_keys = [v.table[KEY].cast(pa.string()) for v in versions if v.columns is not None]
+    if fill is not None:
+        held_keys.append(pa.chunked_array([fill], pa.string()))
+    keys = pc.unique(pa.chunked_array(held_keys, pa.string()).combine_chunks())
     rest, bases, logs = [], {}, {}
     names = schema.names
     for v in versions:
@@ -303,7 +452,7 @@ def _merge_partial(versions, schema, mode, ordering_field, keep_deletes):
             continue
         table = v.table.filter(held)
         aligned = _align(table, schema)
-        deleted = _deleted_flags(table, v.is_delete).to_pylist()
+        deleted = _deleted_flags(table, v.is_delete, mode).to_pylist()
         has = v.columns if v.columns is not None else frozenset(names)
         for row, delete in zip(aligned.to_pylist(), deleted):
             order = row.get(ordering_field) if ordering_field else None
