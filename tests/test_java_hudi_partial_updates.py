@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 import java_hudi as jh
+import test_java_hudi_writes as writes
 from hoodie_stream import HoodieTable
 from hoodie_stream.compaction.offline import compact_table
 from hoodie_stream.format.log_file.log_block import BlockType, HeaderKey
@@ -77,17 +78,11 @@ def rows_of(table):
 
 
 def options(name, version):
-    return {
-        "hoodie.table.name": name,
-        "hoodie.datasource.write.table.type": "MERGE_ON_READ",
-        "hoodie.datasource.write.recordkey.field": "id",
-        "hoodie.datasource.write.precombine.field": "ts",
-        "hoodie.datasource.write.partitionpath.field": "city",
-        "hoodie.upsert.shuffle.parallelism": "2",
-        "hoodie.insert.shuffle.parallelism": "2",
-        "hoodie.write.table.version": version,
-        "hoodie.compact.inline": "false",
-    }
+    """Hudi 1.2's writer options of test_java_hudi_writes (Hudi's index) at table version `version`, no inline
+    compaction."""
+    return writes.hudi_options(
+        "1.2.0", name, global_index=False, **{"hoodie.write.table.version": version, "hoodie.compact.inline": "false"}
+    )
 
 
 def check(path, model, hudi, context):
